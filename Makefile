@@ -1,0 +1,31 @@
+# The README's two commands:  make run  and  make test.
+HOTLINE_VENV ?= $(HOME)/.cache/hotline/venv
+PY := $(HOTLINE_VENV)/bin/python
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup configure build test run clean format
+
+all: build
+
+setup:
+	HOTLINE_VENV=$(HOTLINE_VENV) bash scripts/setup.sh
+
+configure: setup
+	cmake -S . -B $(BUILD) -G Ninja -DHOTLINE_PYTHON=$(PY) $(CMAKE_FLAGS)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
+
+run: build
+	HOTLINE_PYTHON=$(PY) bash scripts/run.sh $(BUILD)/hotline
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h' '*.cu' '*.cuh')
+
+clean:
+	rm -rf $(BUILD)
