@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "nlu/taxonomy.h"
 
 namespace hotline::nlu {
 
@@ -35,25 +36,57 @@ struct Understanding {
   std::string department;     // taxonomy department id
   std::string business_line;  // taxonomy business line id
   bool truncated = false;     // the text was longer than the model takes
-  int num_tokens = 0;
+  int num_tokens = 0;         // including [CLS] and [SEP]
+  // Filled only with PipelineOptions::debug_tokens: per-token ids and slot tags ([CLS]/[SEP] too).
+  std::vector<int> token_ids;
+  std::vector<std::string> token_tags;
 };
 
-// A model folder: model.yaml, vocab.txt, labels.json, model.onnx and/or plans.
+// A model folder: model.yaml, vocab.txt, labels.json, taxonomy.yaml, model.onnx and/or cached
+// plans in <dir>/cache/. model.yaml:
+//   name: default
+//   version: "1"
+//   max_length: 128                 # tokens including [CLS] and [SEP]
+//   precision: fp32                 # the default precision for plans
+//   tokenizer: {vocab: vocab.txt, lowercase: true, normalize_width: true}
+//   files: {onnx: model.onnx, labels: labels.json, taxonomy: taxonomy.yaml}
+//   outputs: {intent: intent_logits, slots: slot_logits}
+//   profile: "1x1:8x64:32x128"      # optional
+// labels.json: {"intents": [ids in the taxonomy's order], "slot_tags": ["O", "B-x", "I-x", ...]}.
 struct ModelConfig {
   std::string name, version, dir;
   int max_length = 128;
   std::string precision = "fp32";
   bool normalize_width = true;
   bool lowercase = true;
-  static ModelConfig Load(const std::string& dir);  // throws hotline::Error
+  // Paths (already joined with dir).
+  std::string vocab_file, onnx_file, labels_file, taxonomy_file;
+  std::string intent_output = "intent_logits", slot_output = "slot_logits";
+  std::string profile;  // empty when model.yaml gives none
+  // Throws hotline::Error naming the file and the field when model.yaml is missing or wrong.
+  static ModelConfig Load(const std::string& dir);
 };
+
+// labels.json, checked against the taxonomy: every intent and slot type must be in it.
+struct Labels {
+  std::vector<std::string> intents, slot_tags;
+  static Labels Load(const std::string& path, const Taxonomy& taxonomy);
+};
+
+// Where Pipeline::Open caches the plan for these options:
+// <dir>/cache/<name>-<precision>-<backend>-<hash of the ONNX bytes and the profile>.plan
+std::string PlanCachePath(const ModelConfig& config, const engine::BuildOptions& options);
 
 struct PipelineOptions {
   engine::Precision precision = engine::Precision::kFP32;
   engine::BackendKind backend = engine::BackendKind::kCPU;
   int contexts = 1;  // engine contexts (instances) in the pool
   int top_k = 3;
-  engine::Profile profile;  // max_seq is capped by the model's max length
+  // max_seq is capped by the model's max length. Left at its default, model.yaml's profile (when
+  // it has one) is used instead.
+  engine::Profile profile;
+  bool use_plan_cache = true;  // false: always build from the ONNX, in memory
+  bool debug_tokens = false;   // fill Understanding::token_ids / token_tags
 };
 
 class Pipeline {
@@ -63,14 +96,19 @@ class Pipeline {
   virtual ~Pipeline() = default;
 
   // One batch of texts. reference_time resolves relative times ("明早") in slot normalisation.
-  // Throws hotline::Error(kInvalidArgument) on invalid UTF-8; empty text gives intent
-  // "out_of_scope" with confidence 0 and no slots.
+  // Throws hotline::Error(kInvalidArgument) on invalid UTF-8 (naming the text's index); text that
+  // gives no tokens (empty, whitespace or control characters only) gives intent "out_of_scope"
+  // with confidence 0, no slots and no top_k, without running the engine. Text longer than the
+  // model takes is cut to max_length tokens and flagged truncated.
   virtual std::vector<Understanding> Understand(
       const std::vector<std::string>& texts,
       std::chrono::system_clock::time_point reference_time) = 0;
 
   virtual const ModelConfig& config() const = 0;
   virtual const engine::PlanInfo& plan_info() const = 0;
+  virtual const Taxonomy& taxonomy() const = 0;
+  virtual const Labels& labels() const = 0;
+  virtual std::string plan_path() const = 0;  // the cached plan used, "" when built in memory
 };
 
 }  // namespace hotline::nlu

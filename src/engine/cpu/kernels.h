@@ -22,9 +22,12 @@ bool CpuHasVnni();
 std::string CpuIsaString();  // e.g. "avx512_core_bf16" for plan fingerprints
 
 // Y[M,N] = X[M,K] · W[K,N] + bias[N], then epilogue; optionally + residual[M,N] (added after the
-// epilogue). Weights are prepared (reordered, converted) once at construction; Run is thread-safe
-// for different output buffers. `tactic` selects the implementation chosen at build time (0 lets
-// the kernel choose); Tactics() lists the candidates the build-time tuner times.
+// epilogue). Weights are prepared (reordered, converted) once at construction and the caller's
+// weight and bias buffers are not referenced afterwards; Run is thread-safe for different output
+// buffers; residual may alias y (in-place residual add). An unavailable tactic throws
+// hotline::Error (kFailedPrecondition) naming the available ones. `tactic` selects the
+// implementation chosen at build time (0 lets the kernel choose); Tactics() lists the candidates
+// the build-time tuner times.
 class Gemm {
  public:
   Gemm(const float* weight_kn, int K, int N, const float* bias, Epilogue epilogue,
@@ -33,9 +36,13 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
   void Run(const float* x, int M, float* y, const float* residual = nullptr) const;
+  // Candidates available on this CPU for `precision` (stable numbers, recorded in plans):
+  // 1 onednn_f32, 2 onednn_bf16 (AVX-512 CPUs), 3 packed_f32, 4 packed_bf16 (our kernels).
   static std::vector<int> Tactics(GemmPrecision precision);
+  static const char* TacticName(int tactic);  // "onednn_f32", ...; "unknown" otherwise
   int K() const;
   int N() const;
+  int tactic() const;  // the tactic in use (never 0: auto is resolved at construction)
 
  private:
   struct Impl;
@@ -56,7 +63,9 @@ void EmbeddingLayerNorm(const int32_t* ids, const int32_t* type_ids, const int32
 // Multi-head self-attention over packed sequences.
 // qkv: [T, 3*heads*head_dim] laid out as Q | K | V (each heads × head_dim).
 // ctx: [T, heads*head_dim]. Each sequence attends only within [cu_seqlens[b], cu_seqlens[b+1]).
-// scratch: at least AttentionScratchFloats(max_seqlen, threads) floats.
+// scratch: at least AttentionScratchFloats(max_seqlen, threads) floats, where max_seqlen bounds
+// every sequence of the batch and threads >= omp_get_max_threads() of the calling thread (each
+// OpenMP thread uses its own slice). Softmax is max-subtracted (stable for any score range).
 size_t AttentionScratchFloats(int max_seqlen, int threads);
 void Attention(const float* qkv, const int32_t* cu_seqlens, int batch, int heads, int head_dim,
                float scale, float* ctx, float* scratch);

@@ -1,0 +1,88 @@
+// `hotline perf --plan M.plan --batch B --seq S [--iters N] [--varlen]`: one JSON line with
+// latency percentiles and throughput of Context::Run on random token ids. Warm-up runs first
+// (not timed); --varlen draws each sequence's length uniformly from [max(1, S/4), S] (fixed seed)
+// and packs them, as the serving path does.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "base/error.h"
+#include "cli/command.h"
+#include "engine/engine.h"
+
+namespace {
+
+struct Options {
+  std::string plan;
+  int batch = 1, seq = 32, iters = 100, warmup = -1;
+  bool varlen = false;
+};
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const size_t k = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
+  return v[k];
+}
+
+hotline::cli::Registrar reg("perf", "Time a plan on random input", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  app.add_option("--plan", o->plan, "plan file")->required();
+  app.add_option("--batch", o->batch, "sequences per run")->required();
+  app.add_option("--seq", o->seq, "tokens per sequence (the maximum with --varlen)")->required();
+  app.add_option("--iters", o->iters, "timed runs");
+  app.add_option("--warmup", o->warmup, "untimed runs first (default max(3, iters/10))");
+  app.add_flag("--varlen", o->varlen, "mixed sequence lengths in [seq/4, seq]");
+  return [o]() -> int {
+    using namespace hotline::engine;
+    if (o->iters < 1 || o->batch < 1 || o->seq < 1) {
+      throw hotline::Error("--batch, --seq and --iters must be positive");
+    }
+    auto engine = Engine::Load(o->plan);
+    auto ctx = engine->CreateContext();
+    std::mt19937 rng(42);
+    PackedBatch b;
+    b.cu_seqlens.push_back(0);
+    for (int r = 0; r < o->batch; ++r) {
+      const int len = o->varlen ? std::uniform_int_distribution<int>(std::max(1, o->seq / 4),
+                                                                      o->seq)(rng)
+                                : o->seq;
+      for (int s = 0; s < len; ++s) {
+        b.input_ids.push_back(s == 0 ? 1 : std::uniform_int_distribution<int>(1, 99)(rng));
+        b.token_type_ids.push_back(0);
+      }
+      b.cu_seqlens.push_back(int(b.input_ids.size()));
+    }
+    std::vector<Output> outs;
+    const int warm = o->warmup >= 0 ? o->warmup : std::max(3, o->iters / 10);
+    for (int k = 0; k < warm; ++k) ctx->Run(b, &outs);
+    std::vector<double> ms;
+    const auto start = std::chrono::steady_clock::now();
+    for (int k = 0; k < o->iters; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ctx->Run(b, &outs);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                       .count());
+    }
+    const double total_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    struct rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    nlohmann::json j = {
+        {"batch", o->batch}, {"seq", o->seq}, {"iters", o->iters}, {"varlen", o->varlen},
+        {"tokens", b.total_tokens()},
+        {"precision", PrecisionName(engine->info().precision)},
+        {"latency_ms", {{"p50", Percentile(ms, 0.5)}, {"p90", Percentile(ms, 0.9)},
+                        {"p99", Percentile(ms, 0.99)}, {"mean", total_s * 1e3 / o->iters}}},
+        {"seq_per_s", double(o->batch) * o->iters / total_s},
+        {"peak_rss_mb", double(ru.ru_maxrss) / 1024.0}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  };
+});
+
+}  // namespace

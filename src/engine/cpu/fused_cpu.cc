@@ -1,0 +1,177 @@
+// LayerNorm, EmbeddingLayerNorm, packed multi-head Attention and GELU: validation and threading
+// here, the per-row arithmetic in the ISA tables (kernels_body.inc).
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+
+#include "base/error.h"
+#include "engine/cpu/cpu_isa.h"
+#include "engine/cpu/kernels.h"
+
+namespace hotline::engine::cpu {
+namespace {
+
+// Rows of work below which a parallel region costs more than it saves (~1-2 us to wake threads).
+constexpr int64_t kMinParallelFloats = 16384;
+
+void CheckCuSeqlens(const int32_t* cu_seqlens, int batch, const char* who) {
+  if (batch < 0) throw Error(std::string(who) + ": batch must be >= 0, got " + std::to_string(batch));
+  if (batch > 0 && cu_seqlens == nullptr) throw Error(std::string(who) + ": cu_seqlens is null");
+  if (batch > 0 && cu_seqlens[0] < 0) {
+    throw Error(std::string(who) + ": cu_seqlens[0] must be >= 0, got " +
+                std::to_string(cu_seqlens[0]));
+  }
+  for (int b = 0; b < batch; ++b) {
+    if (cu_seqlens[b + 1] < cu_seqlens[b]) {
+      throw Error(std::string(who) + ": cu_seqlens must be non-decreasing, got cu_seqlens[" +
+                  std::to_string(b) + "]=" + std::to_string(cu_seqlens[b]) + " > cu_seqlens[" +
+                  std::to_string(b + 1) + "]=" + std::to_string(cu_seqlens[b + 1]));
+    }
+  }
+}
+
+}  // namespace
+
+void LayerNorm(const float* x, const float* residual, const float* gamma, const float* beta,
+               float eps, int rows, int hidden, float* y) {
+  if (rows < 0 || hidden <= 0) {
+    throw Error("LayerNorm: need rows >= 0 and hidden > 0, got rows=" + std::to_string(rows) +
+                " hidden=" + std::to_string(hidden));
+  }
+  if (rows == 0) return;
+  if (x == nullptr || gamma == nullptr || beta == nullptr || y == nullptr) {
+    throw Error("LayerNorm: null x, gamma, beta or y");
+  }
+  const KernelTable& kt = Kernels();
+  const size_t h = static_cast<size_t>(hidden);
+#pragma omp parallel for schedule(static) if (int64_t{rows} * hidden >= kMinParallelFloats)
+  for (int r = 0; r < rows; ++r) {
+    kt.layer_norm_row(x + r * h, residual != nullptr ? residual + r * h : nullptr, gamma, beta,
+                      eps, hidden, y + r * h);
+  }
+}
+
+void EmbeddingLayerNorm(const int32_t* ids, const int32_t* type_ids, const int32_t* cu_seqlens,
+                        int batch, const float* word, int vocab, const float* pos, int max_pos,
+                        const float* type, int type_vocab, const float* gamma, const float* beta,
+                        float eps, int hidden, float* y) {
+  CheckCuSeqlens(cu_seqlens, batch, "EmbeddingLayerNorm");
+  if (hidden <= 0) throw Error("EmbeddingLayerNorm: hidden must be > 0, got " + std::to_string(hidden));
+  if (batch == 0) return;
+  const int first = cu_seqlens[0], total = cu_seqlens[batch];
+  if (total == first) return;
+  if (ids == nullptr || word == nullptr || pos == nullptr || type == nullptr ||
+      gamma == nullptr || beta == nullptr || y == nullptr) {
+    throw Error("EmbeddingLayerNorm: null input, table or output");
+  }
+  // Validate everything a request controls before any thread starts (no throwing inside OpenMP).
+  for (int b = 0; b < batch; ++b) {
+    const int len = cu_seqlens[b + 1] - cu_seqlens[b];
+    if (len > max_pos) {
+      throw Error("EmbeddingLayerNorm: sequence " + std::to_string(b) + " has " +
+                  std::to_string(len) + " tokens, the position table holds " +
+                  std::to_string(max_pos));
+    }
+  }
+  for (int t = first; t < total; ++t) {
+    if (ids[t] < 0 || ids[t] >= vocab) {
+      throw Error("EmbeddingLayerNorm: token id " + std::to_string(ids[t]) + " at token " +
+                  std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(vocab) +
+                  ")");
+    }
+    if (type_ids != nullptr && (type_ids[t] < 0 || type_ids[t] >= type_vocab)) {
+      throw Error("EmbeddingLayerNorm: token type " + std::to_string(type_ids[t]) +
+                  " at token " + std::to_string(t) + " is outside [0, " +
+                  std::to_string(type_vocab) + ")");
+    }
+  }
+  if (type_ids == nullptr && type_vocab < 1) {
+    throw Error("EmbeddingLayerNorm: the token type table is empty");
+  }
+  const KernelTable& kt = Kernels();
+  const size_t h = static_cast<size_t>(hidden);
+#pragma omp parallel for schedule(static) if (int64_t{total - first} * hidden >= kMinParallelFloats)
+  for (int t = first; t < total; ++t) {
+    // The sequence holding t: the last b with cu_seqlens[b] <= t.
+    const int b = static_cast<int>(std::upper_bound(cu_seqlens, cu_seqlens + batch + 1, t) -
+                                   cu_seqlens) - 1;
+    const int p = t - cu_seqlens[b];
+    const int tt = type_ids != nullptr ? type_ids[t] : 0;
+    float* out = y + t * h;
+    kt.add3(word + ids[t] * h, pos + p * h, type + tt * h, hidden, out);
+    kt.layer_norm_row(out, nullptr, gamma, beta, eps, hidden, out);
+  }
+}
+
+size_t AttentionScratchPerThread(int max_seqlen) {
+  const size_t lds = (static_cast<size_t>(max_seqlen) + 15) / 16 * 16;
+  // Rounded to 16 floats (a cache line) so threads never share a line.
+  return kAttnQueryBlock * lds + size_t{kAttnMaxTransposedDim} * kAttnKeyBlock + 16;
+}
+
+size_t AttentionScratchFloats(int max_seqlen, int threads) {
+  if (max_seqlen < 0 || threads <= 0) {
+    throw Error("AttentionScratchFloats: need max_seqlen >= 0 and threads > 0, got " +
+                std::to_string(max_seqlen) + ", " + std::to_string(threads));
+  }
+  return AttentionScratchPerThread(max_seqlen) * static_cast<size_t>(threads);
+}
+
+void Attention(const float* qkv, const int32_t* cu_seqlens, int batch, int heads, int head_dim,
+               float scale, float* ctx, float* scratch) {
+  CheckCuSeqlens(cu_seqlens, batch, "Attention");
+  if (heads <= 0 || head_dim <= 0) {
+    throw Error("Attention: heads and head_dim must be > 0, got " + std::to_string(heads) + ", " +
+                std::to_string(head_dim));
+  }
+  if (batch == 0 || cu_seqlens[batch] == cu_seqlens[0]) return;
+  if (qkv == nullptr || ctx == nullptr || scratch == nullptr) {
+    throw Error("Attention: null qkv, ctx or scratch");
+  }
+  int max_len = 0;
+  for (int b = 0; b < batch; ++b) max_len = std::max(max_len, cu_seqlens[b + 1] - cu_seqlens[b]);
+  const size_t per_thread = AttentionScratchPerThread(max_len);
+  const KernelTable& kt = Kernels();
+  const int hidden = heads * head_dim;
+  const int ld = 3 * hidden;
+  const int tasks = batch * heads;
+  // Contract (kernels.h): scratch holds AttentionScratchFloats(max_seqlen, threads) floats with
+  // threads >= omp_get_max_threads(); each thread uses only its own slice.
+#pragma omp parallel for schedule(dynamic) if (tasks > 1)
+  for (int task = 0; task < tasks; ++task) {
+    const int b = task / heads, hd = task % heads;
+    const int start = cu_seqlens[b], len = cu_seqlens[b + 1] - start;
+    if (len == 0) continue;
+    AttentionHead a;
+    const float* base = qkv + static_cast<size_t>(start) * ld;
+    a.q = base + hd * head_dim;
+    a.k = base + hidden + hd * head_dim;
+    a.v = base + 2 * hidden + hd * head_dim;
+    a.ld = ld;
+    a.num_queries = len;
+    a.seq_len = len;
+    a.head_dim = head_dim;
+    a.scale = scale;
+    a.ctx = ctx + static_cast<size_t>(start) * hidden + hd * head_dim;
+    a.ldc = hidden;
+    a.scratch = scratch + per_thread * omp_get_thread_num();
+    kt.attention(a);
+  }
+}
+
+void Gelu(const float* x, int64_t n, float* y) {
+  if (n < 0) throw Error("Gelu: n must be >= 0, got " + std::to_string(n));
+  if (n == 0) return;
+  if (x == nullptr || y == nullptr) throw Error("Gelu: null input or output");
+  const KernelTable& kt = Kernels();
+  constexpr int64_t kChunk = 4096;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n >= kMinParallelFloats)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t s = c * kChunk;
+    kt.gelu(x + s, std::min(kChunk, n - s), y + s);
+  }
+}
+
+}  // namespace hotline::engine::cpu

@@ -1,0 +1,492 @@
+// The graph-captured CUDA encoder runner (see encoder.h).
+#include "engine/cuda/encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "base/error.h"
+#include "engine/cuda/cuda_check.h"
+
+namespace hotline::engine::cuda {
+namespace {
+
+size_t Align(size_t n) { return (n + 255) & ~size_t(255); }
+int RoundUp(int n, int m) { return (n + m - 1) / m * m; }
+
+void CheckSize(const std::vector<float>& v, size_t want, const std::string& name) {
+  if (v.size() != want) {
+    throw Error("encoder weights: " + name + " has " + std::to_string(v.size()) +
+                " values, expected " + std::to_string(want));
+  }
+}
+
+// Carves aligned pieces out of one allocation.
+struct Carver {
+  char* base;
+  size_t off = 0;
+  template <typename T>
+  T* Take(size_t bytes) {
+    T* p = reinterpret_cast<T*>(base ? base + off : nullptr);
+    off += Align(bytes);
+    return p;
+  }
+};
+
+}  // namespace
+
+void EncoderConfig::Check() const {
+  auto bad = [](const std::string& what) { throw Error("encoder config: " + what); };
+  if (layers < 1 || hidden < 1 || heads < 1 || intermediate < 1) bad("sizes must be positive");
+  if (hidden % heads) bad("hidden " + std::to_string(hidden) + " is not a multiple of heads " +
+                          std::to_string(heads));
+  if (hidden % 8 || (hidden / heads) % 8 || intermediate % 8) {
+    bad("hidden, head size and intermediate must be multiples of 8 (16-byte rows), got " +
+        std::to_string(hidden) + ", " + std::to_string(hidden / heads) + ", " +
+        std::to_string(intermediate));
+  }
+  if (vocab < 1 || max_pos < 1 || type_vocab < 1 || n_intents < 1 || n_slots < 1) {
+    bad("vocab, max_pos, type_vocab, n_intents and n_slots must be positive");
+  }
+}
+
+void EncoderWeights::Check(const EncoderConfig& c) const {
+  const size_t H = c.hidden, I = c.intermediate;
+  CheckSize(word, size_t(c.vocab) * H, "word embeddings");
+  CheckSize(pos, size_t(c.max_pos) * H, "position embeddings");
+  CheckSize(type, size_t(c.type_vocab) * H, "token type embeddings");
+  CheckSize(emb_gamma, H, "embedding LayerNorm gamma");
+  CheckSize(emb_beta, H, "embedding LayerNorm beta");
+  if (layers.size() != size_t(c.layers)) {
+    throw Error("encoder weights: " + std::to_string(layers.size()) + " layers, config says " +
+                std::to_string(c.layers));
+  }
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto& L = layers[l];
+    const std::string p = "layer " + std::to_string(l) + " ";
+    CheckSize(L.qkv_w, H * 3 * H, p + "qkv weight");
+    CheckSize(L.qkv_b, 3 * H, p + "qkv bias");
+    CheckSize(L.out_w, H * H, p + "attention output weight");
+    CheckSize(L.out_b, H, p + "attention output bias");
+    CheckSize(L.ln1_gamma, H, p + "LayerNorm 1 gamma");
+    CheckSize(L.ln1_beta, H, p + "LayerNorm 1 beta");
+    CheckSize(L.ff1_w, H * I, p + "FFN1 weight");
+    CheckSize(L.ff1_b, I, p + "FFN1 bias");
+    CheckSize(L.ff2_w, I * H, p + "FFN2 weight");
+    CheckSize(L.ff2_b, H, p + "FFN2 bias");
+    CheckSize(L.ln2_gamma, H, p + "LayerNorm 2 gamma");
+    CheckSize(L.ln2_beta, H, p + "LayerNorm 2 beta");
+  }
+  if (c.pooler) {
+    CheckSize(pooler_w, H * H, "pooler weight");
+    CheckSize(pooler_b, H, "pooler bias");
+  }
+  CheckSize(intent_w, H * c.n_intents, "intent head weight");
+  CheckSize(intent_b, size_t(c.n_intents), "intent head bias");
+  CheckSize(slot_w, H * c.n_slots, "slot head weight");
+  CheckSize(slot_b, size_t(c.n_slots), "slot head bias");
+}
+
+EncoderWeights EncoderWeights::Random(const EncoderConfig& c, uint64_t seed, float scale) {
+  c.Check();
+  std::mt19937_64 rng(seed);
+  // A fast generator per tensor (mt19937 over 100M values would take seconds).
+  auto fill = [&](size_t n, float center, float s) {
+    std::vector<float> v(n);
+    uint64_t x = rng() | 1;
+    for (auto& f : v) {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      f = center + s * (float(x >> 40) * (2.f / 16777216.f) - 1.f);
+    }
+    return v;
+  };
+  const size_t H = c.hidden, I = c.intermediate;
+  EncoderWeights w;
+  w.word = fill(size_t(c.vocab) * H, 0.f, scale);
+  w.pos = fill(size_t(c.max_pos) * H, 0.f, scale);
+  w.type = fill(size_t(c.type_vocab) * H, 0.f, scale);
+  w.emb_gamma = fill(H, 1.f, 0.1f);
+  w.emb_beta = fill(H, 0.f, 0.1f);
+  for (int l = 0; l < c.layers; ++l) {
+    Layer L;
+    L.qkv_w = fill(H * 3 * H, 0.f, scale);
+    L.qkv_b = fill(3 * H, 0.f, scale);
+    L.out_w = fill(H * H, 0.f, scale);
+    L.out_b = fill(H, 0.f, scale);
+    L.ln1_gamma = fill(H, 1.f, 0.1f);
+    L.ln1_beta = fill(H, 0.f, 0.1f);
+    L.ff1_w = fill(H * I, 0.f, scale);
+    L.ff1_b = fill(I, 0.f, scale);
+    L.ff2_w = fill(I * H, 0.f, scale);
+    L.ff2_b = fill(H, 0.f, scale);
+    L.ln2_gamma = fill(H, 1.f, 0.1f);
+    L.ln2_beta = fill(H, 0.f, 0.1f);
+    w.layers.push_back(std::move(L));
+  }
+  if (c.pooler) {
+    w.pooler_w = fill(H * H, 0.f, scale);
+    w.pooler_b = fill(H, 0.f, scale);
+  }
+  w.intent_w = fill(H * c.n_intents, 0.f, scale * 4);
+  w.intent_b = fill(c.n_intents, 0.f, scale);
+  w.slot_w = fill(H * c.n_slots, 0.f, scale * 4);
+  w.slot_b = fill(c.n_slots, 0.f, scale);
+  return w;
+}
+
+std::shared_ptr<CudaEncoder> CudaEncoder::Create(const EncoderConfig& config,
+                                                 const EncoderWeights& weights,
+                                                 const EncoderOptions& options) {
+  config.Check();
+  weights.Check(config);
+  if (options.max_batch < 1 || options.max_seq < 1 || options.max_tokens < 0) {
+    throw Error("encoder options: max_batch and max_seq must be >= 1, got " +
+                std::to_string(options.max_batch) + ", " + std::to_string(options.max_seq));
+  }
+  if (options.max_seq > config.max_pos) {
+    throw Error("encoder options: max_seq " + std::to_string(options.max_seq) +
+                " exceeds the position table (" + std::to_string(config.max_pos) + ")");
+  }
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (options.device < 0 || options.device >= count) {
+    throw Error("encoder options: CUDA device " + std::to_string(options.device) +
+                " does not exist (" + std::to_string(count) + " devices)", Code::kNotFound);
+  }
+  CUDA_CHECK(cudaSetDevice(options.device));
+  std::shared_ptr<CudaEncoder> enc(new CudaEncoder(config, options));
+  if (!options.timing_cache.empty()) enc->cache_.Load(options.timing_cache);
+  enc->cache_saved_size_ = enc->cache_.size();
+  enc->Upload(weights);
+  return enc;
+}
+
+CudaEncoder::~CudaEncoder() {
+  cudaFree(word_);
+  cudaFree(pos_);
+  cudaFree(type_);
+  cudaFree(ln_params_);
+}
+
+void CudaEncoder::Upload(const EncoderWeights& w) {
+  const DType dt = opt_.dtype;
+  const size_t es = DTypeSize(dt), H = cfg_.hidden;
+  auto table = [&](const std::vector<float>& v, void** dst) {
+    CUDA_CHECK(cudaMalloc(dst, v.size() * es));
+    table_bytes_ += v.size() * es;
+    float* tmp = nullptr;
+    CUDA_CHECK(cudaMalloc(&tmp, v.size() * sizeof(float)));
+    cudaMemcpy(tmp, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice);
+    ConvertFromF32(tmp, int64_t(v.size()), dt, *dst, nullptr);
+    const cudaError_t err = cudaDeviceSynchronize();
+    cudaFree(tmp);
+    CUDA_CHECK(err);
+  };
+  table(w.word, &word_);
+  table(w.pos, &pos_);
+  table(w.type, &type_);
+  // LayerNorm parameters: (1 + 2 * layers) pairs of [H] FP32.
+  std::vector<float> ln;
+  auto push = [&](const std::vector<float>& v) { ln.insert(ln.end(), v.begin(), v.end()); };
+  push(w.emb_gamma);
+  push(w.emb_beta);
+  for (const auto& L : w.layers) {
+    push(L.ln1_gamma);
+    push(L.ln1_beta);
+    push(L.ln2_gamma);
+    push(L.ln2_beta);
+  }
+  ln_bytes_ = ln.size() * sizeof(float);
+  CUDA_CHECK(cudaMalloc(&ln_params_, ln_bytes_));
+  CUDA_CHECK(cudaMemcpy(ln_params_, ln.data(), ln_bytes_, cudaMemcpyHostToDevice));
+  emb_g_ = ln_params_;
+  emb_b_ = ln_params_ + H;
+  const bool tune = opt_.tune;
+  const GemmEpilogue gelu = (dt == DType::kF32 || opt_.exact_gelu) ? GemmEpilogue::kBiasGelu
+                                                                   : GemmEpilogue::kBiasGeluTanh;
+  const int Hi = cfg_.hidden, I = cfg_.intermediate;
+  for (int l = 0; l < cfg_.layers; ++l) {
+    const auto& L = w.layers[l];
+    Layer d;
+    d.qkv = std::make_unique<Gemm>(L.qkv_w.data(), Hi, 3 * Hi, L.qkv_b.data(), GemmEpilogue::kBias,
+                                   dt, &cache_, tune);
+    d.out = std::make_unique<Gemm>(L.out_w.data(), Hi, Hi, L.out_b.data(), GemmEpilogue::kBias,
+                                   dt, &cache_, tune);
+    d.ff1 = std::make_unique<Gemm>(L.ff1_w.data(), Hi, I, L.ff1_b.data(), gelu, dt, &cache_, tune);
+    d.ff2 = std::make_unique<Gemm>(L.ff2_w.data(), I, Hi, L.ff2_b.data(), GemmEpilogue::kBias, dt,
+                                   &cache_, tune);
+    const float* base = ln_params_ + H * (2 + 4 * size_t(l));
+    d.ln1_g = base;
+    d.ln1_b = base + H;
+    d.ln2_g = base + 2 * H;
+    d.ln2_b = base + 3 * H;
+    layers_.push_back(std::move(d));
+  }
+  if (cfg_.pooler) {
+    pooler_ = std::make_unique<Gemm>(w.pooler_w.data(), Hi, Hi, w.pooler_b.data(),
+                                     GemmEpilogue::kBiasTanh, dt, &cache_, tune);
+  }
+  intent_ = std::make_unique<Gemm>(w.intent_w.data(), Hi, cfg_.n_intents, w.intent_b.data(),
+                                   GemmEpilogue::kBias, dt, &cache_, tune,
+                                   RoundUp(cfg_.n_intents, 8));
+  slot_ = std::make_unique<Gemm>(w.slot_w.data(), Hi, cfg_.n_slots, w.slot_b.data(),
+                                 GemmEpilogue::kBias, dt, &cache_, tune,
+                                 RoundUp(cfg_.n_slots, 8));
+}
+
+size_t CudaEncoder::weight_bytes() const {
+  size_t n = table_bytes_ + ln_bytes_;
+  for (const auto& L : layers_)
+    n += L.qkv->weight_bytes() + L.out->weight_bytes() + L.ff1->weight_bytes() +
+         L.ff2->weight_bytes();
+  if (pooler_) n += pooler_->weight_bytes();
+  return n + intent_->weight_bytes() + slot_->weight_bytes();
+}
+
+std::map<std::string, std::string> CudaEncoder::TuningReport() const {
+  std::map<std::string, std::string> r;
+  for (const auto& [k, e] : cache_.Snapshot()) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " %.4f ms of %d", e.ms, e.candidates);
+    r[k] = e.desc + buf;
+  }
+  return r;
+}
+
+void CudaEncoder::SaveCacheIfGrown() {
+  if (opt_.timing_cache.empty() || cache_.size() == cache_saved_size_) return;
+  cache_.Save(opt_.timing_cache);
+  cache_saved_size_ = cache_.size();
+}
+
+std::unique_ptr<CudaEncoderContext> CudaEncoder::CreateContext() {
+  CUDA_CHECK(cudaSetDevice(opt_.device));
+  return std::unique_ptr<CudaEncoderContext>(new CudaEncoderContext(shared_from_this()));
+}
+
+int CudaEncoderContext::TokenBucket(int t, int max_tokens) {
+  int b = t <= 16 ? 16 : t <= 128 ? RoundUp(t, 16) : t <= 1024 ? RoundUp(t, 64)
+          : t <= 4096 ? RoundUp(t, 256) : RoundUp(t, 512);
+  return std::min(b, max_tokens);
+}
+
+int CudaEncoderContext::BatchBucket(int batch, int max_batch) {
+  int b = 1;
+  while (b < batch) b <<= 1;
+  return std::min(b, max_batch);
+}
+
+CudaEncoderContext::CudaEncoderContext(std::shared_ptr<CudaEncoder> enc) : enc_(std::move(enc)) {
+  const EncoderConfig& c = enc_->cfg_;
+  const EncoderOptions& o = enc_->opt_;
+  max_batch_ = o.max_batch;
+  max_tokens_ = o.max_tokens ? o.max_tokens : o.max_batch * o.max_seq;
+  ni_pad_ = RoundUp(c.n_intents, 8);
+  ns_pad_ = RoundUp(c.n_slots, 8);
+  // U holds QKV + attention context, then the FFN activation, then the slot logits.
+  union_cols_ = std::max({4 * c.hidden, c.intermediate, ns_pad_});
+  const size_t es = DTypeSize(o.dtype), T = max_tokens_, B = max_batch_, H = c.hidden;
+  auto carve_device = [&](Carver& cv) {
+    d_ids_ = cv.Take<int32_t>(T * 4);
+    d_types_ = cv.Take<int32_t>(T * 4);
+    d_cu_ = cv.Take<int32_t>((B + 1) * 4);
+    d_x_ = cv.Take<void>(T * H * es);
+    d_u_ = cv.Take<void>(T * union_cols_ * es);
+    d_cls_ = cv.Take<void>(B * H * es);
+    d_pooled_ = cv.Take<void>(B * H * es);
+    d_intent_ = cv.Take<void>(B * ni_pad_ * es);
+    d_intent_logits_ = cv.Take<float>(B * c.n_intents * 4);
+    d_intent_probs_ = cv.Take<float>(B * c.n_intents * 4);
+    d_intent_arg_ = cv.Take<int32_t>(B * 4);
+    d_slot_logits_ = cv.Take<float>(T * c.n_slots * 4);
+    d_slot_arg_ = cv.Take<int32_t>(T * 4);
+  };
+  auto carve_host = [&](Carver& cv) {
+    h_ids_ = cv.Take<int32_t>(T * 4);
+    h_types_ = cv.Take<int32_t>(T * 4);
+    h_cu_ = cv.Take<int32_t>((B + 1) * 4);
+    h_intent_logits_ = cv.Take<float>(B * c.n_intents * 4);
+    h_intent_probs_ = cv.Take<float>(B * c.n_intents * 4);
+    h_intent_arg_ = cv.Take<int32_t>(B * 4);
+    h_slot_logits_ = cv.Take<float>(T * c.n_slots * 4);
+    h_slot_arg_ = cv.Take<int32_t>(T * 4);
+  };
+  Carver dsize{nullptr}, hsize{nullptr};
+  carve_device(dsize);
+  carve_host(hsize);
+  try {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    ws_ = std::make_unique<LtWorkspace>(o.workspace_bytes);
+    CUDA_CHECK(cudaMalloc(&dev_, dsize.off));
+    CUDA_CHECK(cudaHostAlloc(&host_, hsize.off, cudaHostAllocDefault));
+    // Defined contents everywhere: rows no sequence owns are computed on but never read.
+    CUDA_CHECK(cudaMemset(dev_, 0, dsize.off));
+  } catch (...) {
+    if (dev_) cudaFree(dev_);
+    if (stream_) cudaStreamDestroy(stream_);
+    throw;
+  }
+  device_bytes_ = dsize.off + o.workspace_bytes;
+  Carver dc{static_cast<char*>(dev_)}, hc{static_cast<char*>(host_)};
+  carve_device(dc);
+  carve_host(hc);
+}
+
+CudaEncoderContext::~CudaEncoderContext() {
+  for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
+  if (stream_) cudaStreamSynchronize(stream_);
+  ws_.reset();
+  if (dev_) cudaFree(dev_);
+  if (host_) cudaFreeHost(host_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaEncoderContext::PrepareBucket(int Tb, int Bb) {
+  if (prepared_.count({Tb, Bb})) return;
+  CudaEncoder& e = *enc_;
+  LtWorkspace& ws = *ws_;
+  for (auto& L : e.layers_) {  // same shapes in every layer: the cache times each once
+    L.qkv->Prepare(Tb, false, ws, stream_);
+    L.out->Prepare(Tb, true, ws, stream_);
+    L.ff1->Prepare(Tb, false, ws, stream_);
+    L.ff2->Prepare(Tb, true, ws, stream_);
+  }
+  if (e.pooler_) e.pooler_->Prepare(Bb, false, ws, stream_);
+  e.intent_->Prepare(Bb, false, ws, stream_);
+  e.slot_->Prepare(Tb, false, ws, stream_);
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  prepared_[{Tb, Bb}] = true;
+  e.SaveCacheIfGrown();
+}
+
+void CudaEncoderContext::Enqueue(int Tb, int Bb, int Sb) {
+  CudaEncoder& e = *enc_;
+  const EncoderConfig& c = e.cfg_;
+  const DType dt = e.opt_.dtype;
+  const size_t es = DTypeSize(dt);
+  const int H = c.hidden;
+  LtWorkspace& ws = *ws_;
+  cudaStream_t s = stream_;
+  CUDA_CHECK(cudaMemcpyAsync(d_ids_, h_ids_, size_t(Tb) * 4, cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaMemcpyAsync(d_types_, h_types_, size_t(Tb) * 4, cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaMemcpyAsync(d_cu_, h_cu_, size_t(Bb + 1) * 4, cudaMemcpyHostToDevice, s));
+  EmbeddingLayerNorm(dt, d_ids_, d_types_, d_cu_, Bb, Tb, e.word_, c.vocab, e.pos_, c.max_pos,
+                     e.type_, c.type_vocab, e.emb_g_, e.emb_b_, c.eps, H, d_x_, s);
+  void* qkv = d_u_;
+  void* ctx = static_cast<char*>(d_u_) + size_t(Tb) * 3 * H * es;
+  const float scale = 1.f / std::sqrt(float(c.head_dim()));
+  for (auto& L : e.layers_) {
+    L.qkv->Run(d_x_, Tb, qkv, nullptr, ws, s);
+    Attention(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, ctx, s);
+    L.out->Run(ctx, Tb, d_x_, d_x_, ws, s);  // x = ctx . Wo + bo + x, in place
+    LayerNorm(dt, d_x_, nullptr, nullptr, L.ln1_g, L.ln1_b, c.eps, Tb, H, d_x_, s);
+    L.ff1->Run(d_x_, Tb, d_u_, nullptr, ws, s);
+    L.ff2->Run(d_u_, Tb, d_x_, d_x_, ws, s);
+    LayerNorm(dt, d_x_, nullptr, nullptr, L.ln2_g, L.ln2_b, c.eps, Tb, H, d_x_, s);
+  }
+  GatherFirstToken(dt, d_x_, d_cu_, Bb, Tb, H, d_cls_, s);
+  const void* pooled = d_cls_;
+  if (e.pooler_) {
+    e.pooler_->Run(d_cls_, Bb, d_pooled_, nullptr, ws, s);
+    pooled = d_pooled_;
+  }
+  e.intent_->Run(pooled, Bb, d_intent_, nullptr, ws, s);
+  e.slot_->Run(d_x_, Tb, d_u_, nullptr, ws, s);
+  SoftmaxArgmax(dt, d_intent_, Bb, c.n_intents, ni_pad_, d_intent_logits_, d_intent_probs_,
+                d_intent_arg_, s);
+  SoftmaxArgmax(dt, d_u_, Tb, c.n_slots, ns_pad_, d_slot_logits_, nullptr, d_slot_arg_, s);
+  const size_t ni = size_t(Bb) * c.n_intents * 4, ns = size_t(Tb) * c.n_slots * 4;
+  CUDA_CHECK(cudaMemcpyAsync(h_intent_logits_, d_intent_logits_, ni, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaMemcpyAsync(h_intent_probs_, d_intent_probs_, ni, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaMemcpyAsync(h_intent_arg_, d_intent_arg_, size_t(Bb) * 4, cudaMemcpyDeviceToHost,
+                             s));
+  CUDA_CHECK(cudaMemcpyAsync(h_slot_logits_, d_slot_logits_, ns, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaMemcpyAsync(h_slot_arg_, d_slot_arg_, size_t(Tb) * 4, cudaMemcpyDeviceToHost, s));
+}
+
+void CudaEncoderContext::Run(const int32_t* ids, const int32_t* type_ids,
+                             const int32_t* cu_seqlens, int batch, EncoderOutputs* out) {
+  const EncoderConfig& c = enc_->cfg_;
+  const EncoderOptions& o = enc_->opt_;
+  if (!out) throw Error("CudaEncoderContext::Run: null outputs");
+  const int longest = CheckPackedBatch(cu_seqlens, batch, max_batch_, o.max_seq);
+  const int T = cu_seqlens[batch];
+  if (T > max_tokens_) {
+    throw Error("packed batch: " + std::to_string(T) + " tokens, this context holds at most " +
+                std::to_string(max_tokens_), Code::kOutOfRange);
+  }
+  if (!ids) throw Error("CudaEncoderContext::Run: null ids");
+  for (int t = 0; t < T; ++t) {
+    if (ids[t] < 0 || ids[t] >= c.vocab) {
+      throw Error("packed batch: token " + std::to_string(t) + " has id " +
+                  std::to_string(ids[t]) + ", outside the vocabulary [0, " +
+                  std::to_string(c.vocab) + ")");
+    }
+    if (type_ids && (type_ids[t] < 0 || type_ids[t] >= c.type_vocab)) {
+      throw Error("packed batch: token " + std::to_string(t) + " has token type " +
+                  std::to_string(type_ids[t]) + ", expected 0 to " +
+                  std::to_string(c.type_vocab - 1));
+    }
+  }
+  CUDA_CHECK(cudaSetDevice(o.device));
+  const int Tb = TokenBucket(T, max_tokens_), Bb = BatchBucket(batch, max_batch_);
+  const int Sb = RoundUp(longest, 64);
+  std::memcpy(h_ids_, ids, size_t(T) * 4);
+  std::memset(h_ids_ + T, 0, size_t(Tb - T) * 4);
+  if (type_ids) std::memcpy(h_types_, type_ids, size_t(T) * 4);
+  else std::memset(h_types_, 0, size_t(T) * 4);
+  std::memset(h_types_ + T, 0, size_t(Tb - T) * 4);
+  std::memcpy(h_cu_, cu_seqlens, size_t(batch + 1) * 4);
+  for (int b = batch + 1; b <= Bb; ++b) h_cu_[b] = T;  // empty padding sequences
+
+  PrepareBucket(Tb, Bb);
+  if (o.use_graphs) {
+    const Key key{Tb, Bb, Sb};
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
+      Enqueue(Tb, Bb, Sb);  // eager first run: loads modules, checks every launch
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      cudaGraph_t graph = nullptr;
+      CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        Enqueue(Tb, Bb, Sb);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      CUDA_CHECK(err);
+      it = graphs_.emplace(key, exec).first;
+    }
+    CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+  } else {
+    Enqueue(Tb, Bb, Sb);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+  out->batch = batch;
+  out->tokens = T;
+  out->intent_logits.assign(h_intent_logits_, h_intent_logits_ + size_t(batch) * c.n_intents);
+  out->intent_probs.assign(h_intent_probs_, h_intent_probs_ + size_t(batch) * c.n_intents);
+  out->intent.assign(h_intent_arg_, h_intent_arg_ + batch);
+  out->slot_logits.assign(h_slot_logits_, h_slot_logits_ + size_t(T) * c.n_slots);
+  out->slots.assign(h_slot_arg_, h_slot_arg_ + T);
+}
+
+void CudaEncoderContext::Warmup(const std::vector<std::pair<int, int>>& shapes) {
+  std::vector<int32_t> ids, cu;
+  EncoderOutputs out;
+  for (auto [b, s] : shapes) {
+    ids.assign(size_t(b) * s, 101);
+    cu.resize(b + 1);
+    for (int i = 0; i <= b; ++i) cu[i] = i * s;
+    Run(ids.data(), nullptr, cu.data(), b, &out);
+  }
+}
+
+}  // namespace hotline::engine::cuda

@@ -1,0 +1,168 @@
+// The CUDA encoder runner: a BERT-style joint intent + slot encoder as one fused op sequence on
+// one GPU, FP32/FP16/BF16:
+//   embeddings + LayerNorm -> per layer: QKV GEMM (+bias), packed attention, output GEMM (+bias
+//   +residual, in place) + LayerNorm, FFN1 GEMM (+bias+GELU), FFN2 GEMM (+bias+residual) +
+//   LayerNorm -> [CLS] gather -> pooler (tanh) -> intent head; slot head over every token ->
+//   softmax/argmax.
+//
+// CudaEncoder owns the weights on the device (immutable, shared by contexts and threads).
+// CudaEncoderContext owns one stream, one cuBLASLt workspace and every activation buffer, sized
+// once for the options' maximum (max_batch sequences, max_seq tokens each, max_tokens in all);
+// Run never allocates device memory after a bucket's first use. Batches are packed
+// (padding-free); the token count is rounded up to a bucket (16..128 by 16, ..1024 by 64, ..4096
+// by 256, then by 512) and the sequence count to a power of two; each (token bucket, sequence
+// bucket, 64-key tile count) gets its GEMM algorithms chosen (tuned) and a CUDA graph captured on
+// first use — Warmup() moves that off the hot path — and every later Run replays the graph: one
+// launch, host staging copies included. Padding tokens form no sequence and are never read.
+//
+// One context is for one thread at a time; use one context per serving thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/cuda/gemm.h"
+#include "engine/cuda/kernels.h"
+
+namespace hotline::engine::cuda {
+
+struct EncoderConfig {
+  int layers = 12, hidden = 768, heads = 12, intermediate = 3072;
+  int vocab = 21128, max_pos = 512, type_vocab = 2;
+  int n_intents = 64, n_slots = 41;
+  bool pooler = true;  // intent head over tanh(pooler(CLS)) (BERT); false: over the raw [CLS]
+  float eps = 1e-12f;
+  int head_dim() const { return hidden / heads; }
+  void Check() const;  // throws hotline::Error naming the bad field
+};
+
+// Host FP32 weights, row-major; linear weights are [in, out] (K x N), as cpu::Gemm takes them.
+struct EncoderWeights {
+  std::vector<float> word, pos, type, emb_gamma, emb_beta;
+  struct Layer {
+    std::vector<float> qkv_w, qkv_b;  // [H, 3H] as Q | K | V
+    std::vector<float> out_w, out_b, ln1_gamma, ln1_beta;
+    std::vector<float> ff1_w, ff1_b, ff2_w, ff2_b, ln2_gamma, ln2_beta;
+  };
+  std::vector<Layer> layers;
+  std::vector<float> pooler_w, pooler_b, intent_w, intent_b, slot_w, slot_b;
+
+  // Reproducible random weights (uniform * scale; LayerNorm gamma near 1, beta near 0).
+  static EncoderWeights Random(const EncoderConfig& c, uint64_t seed, float scale = 0.05f);
+  void Check(const EncoderConfig& c) const;  // throws naming the tensor and both sizes
+};
+
+struct EncoderOptions {
+  DType dtype = DType::kF16;
+  int max_batch = 128, max_seq = 128;
+  int max_tokens = 0;  // 0: max_batch * max_seq
+  bool use_graphs = true;
+  bool tune = true;
+  // FP16/BF16 use cuBLASLt's fused GELU (tanh approximation) unless exact_gelu; FP32 is exact.
+  bool exact_gelu = false;
+  size_t workspace_bytes = size_t(16) << 20;
+  std::string timing_cache;  // optional: loaded at creation, saved after new tuning
+  int device = 0;
+};
+
+struct EncoderOutputs {
+  int batch = 0, tokens = 0;
+  std::vector<float> intent_logits;  // [batch, n_intents]
+  std::vector<float> intent_probs;   // [batch, n_intents] softmax
+  std::vector<int32_t> intent;       // [batch] argmax
+  std::vector<float> slot_logits;    // [tokens, n_slots]
+  std::vector<int32_t> slots;        // [tokens] argmax
+};
+
+class CudaEncoderContext;
+
+class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
+ public:
+  static std::shared_ptr<CudaEncoder> Create(const EncoderConfig& config,
+                                             const EncoderWeights& weights,
+                                             const EncoderOptions& options);
+  ~CudaEncoder();
+  std::unique_ptr<CudaEncoderContext> CreateContext();
+
+  const EncoderConfig& config() const { return cfg_; }
+  const EncoderOptions& options() const { return opt_; }
+  size_t weight_bytes() const;
+  GemmTuningCache& tuning_cache() { return cache_; }
+  // GEMM choices per prepared shape ("<M>x<N>x<K> fp16 bias ..." -> "algo .. 0.0123 ms of 31").
+  std::map<std::string, std::string> TuningReport() const;
+
+ private:
+  friend class CudaEncoderContext;
+  CudaEncoder(const EncoderConfig& c, const EncoderOptions& o) : cfg_(c), opt_(o) {}
+  void Upload(const EncoderWeights& w);
+  void SaveCacheIfGrown();
+
+  EncoderConfig cfg_;
+  EncoderOptions opt_;
+  GemmTuningCache cache_;
+  size_t cache_saved_size_ = 0;
+  void* word_ = nullptr;
+  void* pos_ = nullptr;
+  void* type_ = nullptr;
+  float* ln_params_ = nullptr;  // all LayerNorm gammas and betas, FP32
+  size_t table_bytes_ = 0, ln_bytes_ = 0;
+  struct Layer {
+    std::unique_ptr<Gemm> qkv, out, ff1, ff2;
+    const float *ln1_g, *ln1_b, *ln2_g, *ln2_b;
+  };
+  const float *emb_g_ = nullptr, *emb_b_ = nullptr;
+  std::vector<Layer> layers_;
+  std::unique_ptr<Gemm> pooler_, intent_, slot_;
+};
+
+class CudaEncoderContext {
+ public:
+  ~CudaEncoderContext();
+  CudaEncoderContext(const CudaEncoderContext&) = delete;
+  CudaEncoderContext& operator=(const CudaEncoderContext&) = delete;
+
+  // Runs a packed batch: ids and type_ids (may be null: all zero) [cu_seqlens[batch]] and
+  // cu_seqlens [batch + 1], all host memory. Throws hotline::Error on a malformed batch, a batch
+  // outside the options' maximum or a token id outside the vocabulary; outputs are resized.
+  void Run(const int32_t* ids, const int32_t* type_ids, const int32_t* cu_seqlens, int batch,
+           EncoderOutputs* out);
+  // Prepares (tunes, captures) the buckets that batches of these shapes fall into.
+  void Warmup(const std::vector<std::pair<int, int>>& batch_x_seq);
+
+  size_t device_bytes() const { return device_bytes_; }  // activations + workspace of this context
+  int graphs() const { return int(graphs_.size()); }
+  static int TokenBucket(int tokens, int max_tokens);
+  static int BatchBucket(int batch, int max_batch);
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  friend class CudaEncoder;
+  explicit CudaEncoderContext(std::shared_ptr<CudaEncoder> enc);
+  using Key = std::tuple<int, int, int>;  // token bucket, sequence bucket, key tiles * 64
+  void Enqueue(int Tb, int Bb, int Sb);
+  void PrepareBucket(int Tb, int Bb);
+
+  std::shared_ptr<CudaEncoder> enc_;
+  int max_tokens_ = 0, max_batch_ = 0;
+  int ni_pad_ = 0, ns_pad_ = 0, union_cols_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<LtWorkspace> ws_;
+  void* dev_ = nullptr;    // one allocation, carved below
+  void* host_ = nullptr;   // pinned staging, carved below
+  size_t device_bytes_ = 0;
+  int32_t *d_ids_, *d_types_, *d_cu_;
+  void *d_x_, *d_u_, *d_cls_, *d_pooled_, *d_intent_;
+  float *d_intent_logits_, *d_intent_probs_, *d_slot_logits_;
+  int32_t *d_intent_arg_, *d_slot_arg_;
+  int32_t *h_ids_, *h_types_, *h_cu_;
+  float *h_intent_logits_, *h_intent_probs_, *h_slot_logits_;
+  int32_t *h_intent_arg_, *h_slot_arg_;
+  std::map<Key, cudaGraphExec_t> graphs_;
+  std::map<std::pair<int, int>, bool> prepared_;
+};
+
+}  // namespace hotline::engine::cuda

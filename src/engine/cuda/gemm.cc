@@ -1,0 +1,457 @@
+// cuBLASLt GEMMs with fused epilogues and per-shape algorithm tuning (see gemm.h).
+#include "engine/cuda/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/small_gemm.h"
+
+namespace hotline::engine::cuda {
+namespace {
+
+cudaDataType_t CudaType(DType t) {
+  return t == DType::kF32 ? CUDA_R_32F : t == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+// Device buffer freed on scope exit (tuning scratch and construction temporaries only).
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t bytes) { CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1)); }
+  ~DeviceBuffer() { cudaFree(p); }
+};
+
+bool PostActivation(GemmEpilogue e) {
+  return e == GemmEpilogue::kBiasGelu || e == GemmEpilogue::kBiasTanh ||
+         e == GemmEpilogue::kBiasGeluTanh;
+}
+
+int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  int v = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return v;
+}
+
+std::string Describe(const cublasLtMatmulAlgo_t& algo) {
+  return "algo " + std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
+         std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
+         std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitk " +
+         std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+}
+
+}  // namespace
+
+const char* GemmEpilogueName(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::kNone: return "none";
+    case GemmEpilogue::kBias: return "bias";
+    case GemmEpilogue::kBiasGelu: return "bias_gelu";
+    case GemmEpilogue::kBiasGeluTanh: return "bias_gelu_tanh";
+    case GemmEpilogue::kBiasTanh: return "bias_tanh";
+  }
+  return "?";
+}
+
+LtWorkspace::LtWorkspace(size_t bytes) : bytes_(bytes) {
+  CUBLAS_CHECK(cublasLtCreate(&handle_));
+  if (bytes_) {
+    const cudaError_t err = cudaMalloc(&workspace_, bytes_);
+    if (err != cudaSuccess) {
+      cublasLtDestroy(handle_);
+      CUDA_CHECK(err);
+    }
+  }
+}
+
+LtWorkspace::~LtWorkspace() {
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+bool GemmTuningCache::Find(const std::string& key, Entry* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+void GemmTuningCache::Put(const std::string& key, const Entry& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_[key] = e;
+}
+
+size_t GemmTuningCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+std::map<std::string, GemmTuningCache::Entry> GemmTuningCache::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_;
+}
+
+std::string GemmTuningCache::Fingerprint() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+  return std::string(p.name) + "|sm" + std::to_string(p.major * 10 + p.minor) + "|cublasLt " +
+         std::to_string(cublasLtGetVersion());
+}
+
+bool GemmTuningCache::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::string header;
+  std::getline(in, header);
+  if (header != "hotline-gemm-cache 2 " + Fingerprint()) return false;
+  std::map<std::string, Entry> loaded;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string key, hex;
+    Entry e;
+    if (!std::getline(ls, key, '\t') || !(ls >> e.ms >> e.candidates >> e.small_splits >> hex))
+      continue;
+    if (hex.size() != sizeof(e.algo) * 2) continue;
+    auto* bytes = reinterpret_cast<unsigned char*>(&e.algo);
+    for (size_t k = 0; k < sizeof(e.algo); ++k)
+      bytes[k] = static_cast<unsigned char>(std::stoi(hex.substr(2 * k, 2), nullptr, 16));
+    e.desc = e.small_splits ? "small_splitk " + std::to_string(e.small_splits) : Describe(e.algo);
+    loaded[key] = e;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [k, e] : loaded) entries_[k] = e;
+  return true;
+}
+
+void GemmTuningCache::Save(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw Error("cannot write GEMM timing cache " + tmp, Code::kPermissionDenied);
+    out << "hotline-gemm-cache 2 " << Fingerprint() << "\n";
+    for (const auto& [key, e] : Snapshot()) {
+      out << key << '\t' << e.ms << ' ' << e.candidates << ' ' << e.small_splits << ' ';
+      const auto* bytes = reinterpret_cast<const unsigned char*>(&e.algo);
+      char buf[3];
+      for (size_t k = 0; k < sizeof(e.algo); ++k) {
+        std::snprintf(buf, sizeof(buf), "%02x", bytes[k]);
+        out << buf;
+      }
+      out << '\n';
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw Error("cannot rename GEMM timing cache to " + path, Code::kPermissionDenied);
+  }
+}
+
+Gemm::Gemm(const float* weight_kn, int K, int N, const float* bias, GemmEpilogue epilogue,
+           DType dtype, GemmTuningCache* cache, bool tune, int n_padded)
+    : K_(K), N_(N), ldn_(std::max(N, n_padded)), epilogue_(epilogue), dtype_(dtype),
+      cache_(cache), tune_(tune) {
+  if (K <= 0 || N <= 0 || !weight_kn || !cache) {
+    throw Error("cuda::Gemm: need K, N > 0, weights and a tuning cache, got K=" +
+                std::to_string(K) + " N=" + std::to_string(N));
+  }
+  if (epilogue_ == GemmEpilogue::kNone && bias) epilogue_ = GemmEpilogue::kBias;
+  const bool has_bias = epilogue_ != GemmEpilogue::kNone;
+  const size_t es = DTypeSize(dtype);
+  // Upload W [K, N] FP32, padded to [K, ldn] with zeros, then transpose-convert to [ldn, K].
+  std::vector<float> host(size_t(K) * ldn_, 0.f);
+  for (int k = 0; k < K; ++k)
+    std::memcpy(&host[size_t(k) * ldn_], weight_kn + size_t(k) * N, size_t(N) * sizeof(float));
+  try {
+    CUDA_CHECK(cudaMalloc(&w_, size_t(ldn_) * K * es));
+    {
+      DeviceBuffer tmp(host.size() * sizeof(float));
+      CUDA_CHECK(cudaMemcpy(tmp.p, host.data(), host.size() * sizeof(float),
+                            cudaMemcpyHostToDevice));
+      TransposeConvert(static_cast<float*>(tmp.p), K, ldn_, dtype, w_, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    if (has_bias) {
+      std::vector<float> b(ldn_, 0.f);
+      if (bias) std::memcpy(b.data(), bias, size_t(N) * sizeof(float));
+      DeviceBuffer tmp(b.size() * sizeof(float));
+      CUDA_CHECK(cudaMemcpy(tmp.p, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMalloc(&bias_, size_t(ldn_) * es));
+      ConvertFromF32(static_cast<float*>(tmp.p), ldn_, dtype, bias_, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    for (int with_res = 0; with_res < 2; ++with_res) {
+      cublasLtMatmulDesc_t d = nullptr;
+      CUBLAS_CHECK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      (with_res ? desc_residual_ : desc_) = d;
+      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+      if (has_bias) {
+        epi = epilogue_ == GemmEpilogue::kBiasGeluTanh ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                        : CUBLASLT_EPILOGUE_BIAS;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_,
+                                                    sizeof(bias_)));
+      }
+      CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    }
+  } catch (...) {
+    if (desc_) cublasLtMatmulDescDestroy(desc_);
+    if (desc_residual_) cublasLtMatmulDescDestroy(desc_residual_);
+    if (w_) cudaFree(w_);
+    if (bias_) cudaFree(bias_);
+    throw;
+  }
+}
+
+Gemm::~Gemm() {
+  for (auto& [k, p] : prepared_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+  }
+  if (desc_) cublasLtMatmulDescDestroy(desc_);
+  if (desc_residual_) cublasLtMatmulDescDestroy(desc_residual_);
+  if (w_) cudaFree(w_);
+  if (bias_) cudaFree(bias_);
+}
+
+size_t Gemm::weight_bytes() const {
+  return (size_t(ldn_) * K_ + (bias_ ? ldn_ : 0)) * DTypeSize(dtype_);
+}
+
+std::string Gemm::Key(int M, bool with_residual) const {
+  return std::to_string(M) + "x" + std::to_string(ldn_) + "x" + std::to_string(K_) + " " +
+         DTypeName(dtype_) + " " + GemmEpilogueName(epilogue_) + (with_residual ? " +res" : "") +
+         (tune_ ? " tuned" : " heuristic");
+}
+
+std::string Gemm::ChoiceFor(int M, bool with_residual) const {
+  GemmTuningCache::Entry e;
+  const bool beta = with_residual && !PostActivation(epilogue_);
+  if (!cache_->Find(Key(M, beta), &e)) return "(not prepared)";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), " %.4f ms of %d", e.ms, e.candidates);
+  return e.desc + buf;
+}
+
+GemmTuningCache::Entry Gemm::Choose(int M, bool beta_one, LtWorkspace& ws, cudaStream_t stream) {
+  const Prepared& p = prepared_.at({M, beta_one});
+  cublasLtMatmulDesc_t desc = beta_one ? desc_residual_ : desc_;
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  size_t wsb = ws.workspace_bytes();
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                       sizeof(wsb));
+  cublasLtMatmulHeuristicResult_t res[16];
+  int n = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ws.handle(), desc, p.a, p.b, p.c, p.c,
+                                                           pref, 16, res, &n);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || n == 0) {
+    throw Error("cuBLASLt has no algorithm for GEMM " + Key(M, beta_one) + " (status " +
+                std::to_string(int(st)) + ")", Code::kUnimplemented);
+  }
+  GemmTuningCache::Entry best;
+  best.algo = res[0].algo;
+  best.desc = Describe(res[0].algo);
+  if (!tune_) return best;
+
+  std::vector<cublasLtMatmulAlgo_t> cands;
+  for (int i = 0; i < n; ++i) cands.push_back(res[i].algo);
+  // Split-K variants of the heuristic's best few: they fill the GPU when M x N has few tiles.
+  for (int i = 0; i < std::min(n, 4); ++i) {
+    int support = 0;
+    size_t written = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &support,
+                                      sizeof(support), &written);
+    if (!support) continue;
+    for (int split : {2, 3, 4, 6, 8, 12, 16}) {
+      // Workspace reductions only: deterministic, unlike the in-place (atomic) scheme, so a
+      // replayed graph reproduces its results bit for bit.
+      for (uint32_t scheme : {uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
+                              uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)}) {
+        cublasLtMatmulAlgo_t a = res[i].algo;
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
+                                             sizeof(split));
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                             sizeof(scheme));
+        cublasLtMatmulHeuristicResult_t chk{};
+        if (cublasLtMatmulAlgoCheck(ws.handle(), desc, p.a, p.b, p.c, p.c, &a, &chk) ==
+                CUBLAS_STATUS_SUCCESS &&
+            chk.workspaceSize <= wsb) {
+          cands.push_back(a);
+          break;
+        }
+      }
+    }
+  }
+  const size_t es = DTypeSize(dtype_);
+  DeviceBuffer x(size_t(M) * K_ * es), y(size_t(M) * ldn_ * es), r(size_t(M) * ldn_ * es);
+  FillRandom(dtype_, x.p, int64_t(M) * K_, 0x1234u, 1.f, stream);
+  FillRandom(dtype_, r.p, int64_t(M) * ldn_, 0x5678u, 1.f, stream);
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  const float alpha = 1.f, beta = beta_one ? 1.f : 0.f;
+  const int kIters = 10;
+  for (const auto& a : cands) {
+    bool ok = true;
+    for (int w = 0; w < 2 && ok; ++w)
+      ok = cublasLtMatmul(ws.handle(), desc, &alpha, w_, p.a, x.p, p.b, &beta, r.p, p.c, y.p, p.c,
+                          &a, ws.workspace(), wsb, stream) == CUBLAS_STATUS_SUCCESS;
+    if (!ok) continue;
+    CUDA_CHECK(cudaEventRecord(e0, stream));
+    for (int it = 0; it < kIters; ++it)
+      cublasLtMatmul(ws.handle(), desc, &alpha, w_, p.a, x.p, p.b, &beta, r.p, p.c, y.p, p.c, &a,
+                     ws.workspace(), wsb, stream);
+    CUDA_CHECK(cudaEventRecord(e1, stream));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    ms /= kIters;
+    ++best.candidates;
+    if (best.ms < 0 || ms < best.ms) {
+      best.ms = ms;
+      best.algo = a;
+    }
+  }
+  best.desc = Describe(best.algo);
+  if (SmallGemmEligible(dtype_, M, K_, ldn_)) {
+    // Our split-K kernel competes too, but only after matching cuBLASLt's best on this data.
+    auto download = [&](const void* dev) {
+      DeviceBuffer f(size_t(M) * ldn_ * sizeof(float));
+      ConvertToF32(dev, dtype_, int64_t(M) * ldn_, static_cast<float*>(f.p), stream);
+      std::vector<float> h(size_t(M) * ldn_);
+      CUDA_CHECK(cudaMemcpyAsync(h.data(), f.p, h.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                 stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      return h;
+    };
+    CUBLAS_CHECK(cublasLtMatmul(ws.handle(), desc, &alpha, w_, p.a, x.p, p.b, &beta, r.p, p.c,
+                                y.p, p.c, &best.algo, ws.workspace(), wsb, stream));
+    const int64_t ny = int64_t(M) * ldn_;
+    if (epilogue_ == GemmEpilogue::kBiasGelu)
+      Activate(Activation::kGelu, dtype_, y.p, ny, y.p, stream);
+    if (epilogue_ == GemmEpilogue::kBiasTanh)
+      Activate(Activation::kTanh, dtype_, y.p, ny, y.p, stream);
+    const std::vector<float> want = download(y.p);
+    DeviceBuffer y2(size_t(M) * ldn_ * es);
+    for (int splits : SmallGemmSplits(K_)) {
+      if (SmallGemmWorkspaceBytes(ldn_, splits) > wsb) continue;
+      auto run = [&] {
+        SmallGemm(dtype_, x.p, M, K_, w_, ldn_, bias_, epilogue_, beta_one ? r.p : nullptr, y2.p,
+                  splits, ws.workspace(), stream);
+      };
+      run();
+      const std::vector<float> got = download(y2.p);
+      double num = 0, den = 0;
+      bool finite = true;
+      for (size_t i = 0; i < got.size(); ++i) {
+        finite = finite && std::isfinite(got[i]);
+        num += double(got[i] - want[i]) * (got[i] - want[i]);
+        den += double(want[i]) * want[i];
+      }
+      if (!finite || num > 1e-4 * den) continue;  // relative error above 1e-2: rejected
+      CUDA_CHECK(cudaEventRecord(e0, stream));
+      for (int it = 0; it < kIters; ++it) run();
+      CUDA_CHECK(cudaEventRecord(e1, stream));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0.f;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      ms /= kIters;
+      ++best.candidates;
+      if (best.ms < 0 || ms < best.ms) {
+        best.ms = ms;
+        best.small_splits = splits;
+        best.desc = "small_splitk " + std::to_string(splits);
+      }
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  CUDA_CHECK(cudaGetLastError());
+  return best;
+}
+
+void Gemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t stream) {
+  if (M <= 0) throw Error("cuda::Gemm: M must be > 0, got " + std::to_string(M));
+  const bool beta_one = with_residual && !PostActivation(epilogue_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prepared_.count({M, beta_one})) return;
+  Prepared p;
+  const cudaDataType_t t = CudaType(dtype_);
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, t, K_, ldn_, K_));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, t, K_, M, K_));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, t, ldn_, M, ldn_));
+  prepared_[{M, beta_one}] = p;
+  GemmTuningCache::Entry e;
+  const std::string key = Key(M, beta_one);
+  try {
+    if (!cache_->Find(key, &e)) {
+      e = Choose(M, beta_one, ws, stream);
+      cache_->Put(key, e);
+    }
+  } catch (...) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    prepared_.erase({M, beta_one});
+    throw;
+  }
+  prepared_[{M, beta_one}].algo = e.algo;
+  prepared_[{M, beta_one}].small_splits = e.small_splits;
+}
+
+void Gemm::Run(const void* x, int M, void* y, const void* residual, LtWorkspace& ws,
+               cudaStream_t stream) {
+  if (M == 0) return;
+  if (!x || !y) throw Error("cuda::Gemm::Run: null x or y");
+  const bool post = PostActivation(epilogue_);
+  const bool beta_one = residual && !post;
+  if (residual && post && residual == y) {
+    // The activation would overwrite the residual before it is added: needs its own output.
+    throw Error(std::string("cuda::Gemm::Run: a residual after the ") +
+                GemmEpilogueName(epilogue_) + " epilogue cannot alias the output",
+                Code::kUnimplemented);
+  }
+  Prepared p;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = prepared_.find({M, beta_one});
+    if (it == prepared_.end()) {
+      lock.unlock();
+      Prepare(M, residual != nullptr, ws, stream);
+      lock.lock();
+      it = prepared_.find({M, beta_one});
+    }
+    p = it->second;
+  }
+  if (p.small_splits > 0) {  // bias, activation and residual all in its reduction kernel
+    SmallGemm(dtype_, x, M, K_, w_, ldn_, bias_, epilogue_, residual, y, p.small_splits,
+              ws.workspace(), stream);
+    return;
+  }
+  const float alpha = 1.f, beta = beta_one ? 1.f : 0.f;
+  const void* c = beta_one ? residual : y;
+  CUBLAS_CHECK(cublasLtMatmul(ws.handle(), beta_one ? desc_residual_ : desc_, &alpha, w_, p.a, x,
+                              p.b, &beta, c, p.c, y, p.c, &p.algo, ws.workspace(),
+                              ws.workspace_bytes(), stream));
+  const int64_t n = int64_t(M) * ldn_;
+  if (epilogue_ == GemmEpilogue::kBiasGelu) Activate(Activation::kGelu, dtype_, y, n, y, stream);
+  if (epilogue_ == GemmEpilogue::kBiasTanh) Activate(Activation::kTanh, dtype_, y, n, y, stream);
+  if (residual && post) AddInPlace(dtype_, y, residual, n, stream);
+}
+
+}  // namespace hotline::engine::cuda

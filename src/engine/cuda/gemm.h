@@ -1,0 +1,127 @@
+// GEMMs through cuBLASLt: Y[M,N] = X[M,K] · W[K,N] + bias[N], then an epilogue, optionally
+// + residual[M,N] — the device mirror of cpu::Gemm. Weights are uploaded once at construction
+// (transposed to [N,K] in the GEMM's element type, the "TN" layout tensor cores prefer).
+//
+// Tactic selection: for each row count M a Gemm runs with, the algorithm comes from a shared
+// GemmTuningCache. When tuning is on, the first use of an M times the heuristic's top candidates
+// plus split-K variants of the best ones (on scratch buffers of random data, so the caller's
+// buffers are untouched) and keeps the fastest; the cache can be saved to and loaded from a file
+// so a rebuild on the same GPU does not time again. Without tuning the heuristic's first choice
+// is used. Call Prepare(M) for every M before capturing a CUDA graph (Run then only looks up).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/kernels.h"
+
+namespace hotline::engine::cuda {
+
+enum class GemmEpilogue {
+  kNone,
+  kBias,
+  kBiasGelu,      // exact erf GELU (bias epilogue, then an elementwise pass): matches the CPU
+  kBiasGeluTanh,  // cuBLASLt's fused GELU, the tanh approximation (max abs diff ~1e-3 vs erf)
+  kBiasTanh,      // bias epilogue, then tanh (BERT's pooler)
+};
+const char* GemmEpilogueName(GemmEpilogue e);
+
+// One cuBLASLt handle and workspace; use one per stream/context (not shared between threads).
+class LtWorkspace {
+ public:
+  explicit LtWorkspace(size_t workspace_bytes = size_t(16) << 20);
+  ~LtWorkspace();
+  LtWorkspace(const LtWorkspace&) = delete;
+  LtWorkspace& operator=(const LtWorkspace&) = delete;
+  cublasLtHandle_t handle() const { return handle_; }
+  void* workspace() const { return workspace_; }
+  size_t workspace_bytes() const { return bytes_; }
+
+ private:
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Chosen algorithms per GEMM problem (M, N, K, dtype, epilogue, residual). Thread-safe.
+class GemmTuningCache {
+ public:
+  struct Entry {
+    cublasLtMatmulAlgo_t algo;
+    float ms = -1.f;       // measured time of the chosen algorithm (-1: not timed)
+    int candidates = 0;    // how many were timed
+    int small_splits = 0;  // > 0: our split-K small-M kernel (small_gemm.h) with these splits
+    std::string desc;      // "algo 21 tile 18 splitk 4" for reports
+  };
+  bool Find(const std::string& key, Entry* out) const;
+  void Put(const std::string& key, const Entry& e);
+  size_t size() const;
+  std::map<std::string, Entry> Snapshot() const;
+  // Text file: one line per entry, with a header naming the GPU and cuBLASLt version; a file
+  // written for another GPU or library version is ignored (returns false), never misused.
+  bool Load(const std::string& path);
+  void Save(const std::string& path) const;
+  static std::string Fingerprint();  // "NVIDIA H200|sm90|cublasLt 130000"
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
+class Gemm {
+ public:
+  // weight_kn: host FP32 [K, N] row-major; bias: host FP32 [N] or null. `n_padded` >= N rounds
+  // the output row stride up (zero weights and bias in the padding), e.g. for classifier heads
+  // whose N is not a multiple of 8. Throws hotline::Error on bad sizes.
+  Gemm(const float* weight_kn, int K, int N, const float* bias, GemmEpilogue epilogue,
+       DType dtype, GemmTuningCache* cache, bool tune, int n_padded = 0);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // Chooses (times, when tuning) the algorithm for M rows. Allocates scratch when tuning: call
+  // outside graph capture and off the hot path.
+  void Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t stream);
+  // y[M, ld] = epilogue(x · W + bias) (+ residual). x: [M, K], y and residual: [M, n_padded].
+  // residual may alias y, except after an activation epilogue (throws). Calls Prepare first if
+  // M was never prepared (which may time).
+  void Run(const void* x, int M, void* y, const void* residual, LtWorkspace& ws,
+           cudaStream_t stream);
+
+  int K() const { return K_; }
+  int N() const { return N_; }
+  int ld() const { return ldn_; }
+  DType dtype() const { return dtype_; }
+  size_t weight_bytes() const;
+  std::string ChoiceFor(int M, bool with_residual) const;  // for reports
+
+ private:
+  std::string Key(int M, bool with_residual) const;
+  GemmTuningCache::Entry Choose(int M, bool with_residual, LtWorkspace& ws, cudaStream_t stream);
+
+  int K_, N_, ldn_;
+  GemmEpilogue epilogue_;
+  DType dtype_;
+  GemmTuningCache* cache_;
+  bool tune_;
+  void* w_ = nullptr;     // [ldn, K] dtype
+  void* bias_ = nullptr;  // [ldn] dtype or null
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatmulDesc_t desc_residual_ = nullptr;
+  mutable std::mutex mu_;
+  struct Prepared {
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo;
+    int small_splits = 0;
+  };
+  std::map<std::pair<int, bool>, Prepared> prepared_;
+};
+
+}  // namespace hotline::engine::cuda

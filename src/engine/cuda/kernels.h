@@ -1,0 +1,88 @@
+// CUDA kernels for the fused encoder ops: the device mirror of src/engine/cpu/kernels.h.
+//
+// Conventions (all functions): pointers are device pointers; every launch goes on `stream` and
+// returns without synchronising; activations are row-major in the element type `dtype` (FP32, FP16
+// or BF16) while LayerNorm parameters (gamma, beta) are FP32 and all arithmetic is FP32. Rows are
+// the tokens of a packed, padding-free batch: sequence b owns rows
+// [cu_seqlens[b], cu_seqlens[b+1]).
+// cu_seqlens lives on the device, so kernels cannot validate it: callers validate on the host
+// (see CheckPackedBatch). Bad arguments that the host can see (sizes, nulls, unsupported head
+// sizes) throw hotline::Error before anything is launched. No function allocates memory, so all
+// of them may be captured into a CUDA graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hotline::engine::cuda {
+
+enum class DType { kF32, kF16, kBF16 };
+size_t DTypeSize(DType t);
+const char* DTypeName(DType t);  // "fp32", "fp16", "bf16"
+
+enum class Activation { kGelu /* exact erf GELU, as the CPU kernels */, kTanh };
+
+// Host-side validation of a packed batch (cu_seqlens on the host): cu_seqlens[0] == 0,
+// non-decreasing, every length in [1, max_seqlen], batch in [1, max_batch]. Throws hotline::Error
+// naming the offending sequence. Returns the longest sequence.
+int CheckPackedBatch(const int32_t* cu_seqlens_host, int batch, int max_batch, int max_seqlen);
+
+// dst[i] = dtype(src[i]) and back.
+void ConvertFromF32(const float* src, int64_t n, DType dst_type, void* dst, cudaStream_t stream);
+void ConvertToF32(const void* src, DType src_type, int64_t n, float* dst, cudaStream_t stream);
+// dst[n][k] = dtype(src[k][n]) for a row-major [K, N] FP32 matrix: the weight layout GEMMs use.
+void TransposeConvert(const float* src_kn, int K, int N, DType dst_type, void* dst_nk,
+                      cudaStream_t stream);
+
+// dst[i] = dtype(scale * u), u uniform in [-1, 1) from a hash of (i, seed): reproducible random
+// data for tuning scratch and benchmarks (never constant data: it runs faster than real data).
+void FillRandom(DType dtype, void* dst, int64_t n, uint32_t seed, float scale,
+                cudaStream_t stream);
+
+// y = act(x) elementwise; y may alias x.
+void Activate(Activation act, DType dtype, const void* x, int64_t n, void* y, cudaStream_t stream);
+// y += r elementwise.
+void AddInPlace(DType dtype, void* y, const void* r, int64_t n, cudaStream_t stream);
+
+// y = LayerNorm(x + bias + residual) * gamma + beta over rows of `hidden`, statistics in FP32
+// (two-pass variance). bias ([hidden], dtype) and residual ([rows, hidden]) are optional (null).
+// y may alias x or residual.
+void LayerNorm(DType dtype, const void* x, const void* bias, const void* residual,
+               const float* gamma, const float* beta, float eps, int rows, int hidden, void* y,
+               cudaStream_t stream);
+
+// y[t] = LayerNorm(word[ids[t]] + pos[t - cu_seqlens[b(t)]] + type[type_ids[t]]) for t < rows.
+// Tables are in `dtype`; type_ids may be null (all zero). Rows past cu_seqlens[batch] (bucket
+// padding) are embedded as position 0 of nothing: finite values that no sequence reads. Ids and
+// positions are clamped to their tables (the host validates them; clamping only keeps a bad
+// request from reading out of bounds).
+void EmbeddingLayerNorm(DType dtype, const int32_t* ids, const int32_t* type_ids,
+                        const int32_t* cu_seqlens, int batch, int rows, const void* word,
+                        int vocab, const void* pos, int max_pos, const void* type, int type_vocab,
+                        const float* gamma, const float* beta, float eps, int hidden, void* y,
+                        cudaStream_t stream);
+
+// Multi-head self-attention over packed sequences, softmax in FP32 (max-subtracted).
+// qkv: [rows, 3*heads*head_dim] as Q | K | V; ctx: [rows, heads*head_dim]. `batch` and
+// `max_seqlen` bound the launch grid: every sequence must be at most max_seqlen long. Rows that
+// belong to no sequence are not written. FP16/BF16 with head_dim in {32, 64, 128} use tensor cores
+// (WMMA, flash-style online softmax over 64-key tiles); every other case (FP32, other head sizes
+// up to 256) uses a simple exact kernel.
+void Attention(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch, int max_seqlen,
+               int heads, int head_dim, float scale, void* ctx, cudaStream_t stream);
+bool AttentionHasFastPath(DType dtype, int head_dim);
+
+// y[b] = x[cu_seqlens[b]] (the first token, [CLS], of each sequence), rows of `hidden`.
+// Sequences whose first row is not below `rows` (empty padding sequences) copy row rows-1.
+void GatherFirstToken(DType dtype, const void* x, const int32_t* cu_seqlens, int batch, int rows,
+                      int hidden, void* y, cudaStream_t stream);
+
+// Classifier heads: for each of `rows` rows of `n` logits (row stride `ld` >= n elements, dtype),
+// writes FP32 logits [rows, n] (optional), FP32 softmax probabilities [rows, n] (optional) and the
+// argmax (first maximum) [rows] (optional).
+void SoftmaxArgmax(DType dtype, const void* logits, int rows, int n, int ld, float* logits_f32,
+                   float* probs, int32_t* argmax, cudaStream_t stream);
+
+}  // namespace hotline::engine::cuda

@@ -1,0 +1,236 @@
+#include "engine/passes.h"
+
+#include <algorithm>
+#include <set>
+
+#include "base/error.h"
+#include "engine/ref_ops.h"
+
+namespace hotline::engine {
+
+InputRole RoleOf(const std::string& input_name) {
+  std::string n = input_name;
+  std::transform(n.begin(), n.end(), n.begin(), ::tolower);
+  if (n.find("mask") != std::string::npos) return InputRole::kMask;
+  if (n.find("type") != std::string::npos || n.find("segment") != std::string::npos) {
+    return InputRole::kTypes;
+  }
+  return InputRole::kIds;
+}
+
+std::map<std::string, HTensor> RunReference(const Graph& g,
+                                            const std::map<std::string, HTensor>& feeds,
+                                            bool keep_all) {
+  std::map<std::string, const HTensor*> env;
+  for (const auto& [name, t] : g.initializers) env[name] = &t;
+  for (const auto& in : g.inputs) {
+    auto it = feeds.find(in.name);
+    if (it == feeds.end()) throw Error("missing input '" + in.name + "'");
+    if (it->second.dtype != in.dtype) {
+      throw Error("input '" + in.name + "' must be " + DTypeName(in.dtype) + ", got " +
+                  DTypeName(it->second.dtype));
+    }
+    if (!in.dims.empty() && it->second.shape.size() != in.dims.size()) {
+      throw Error("input '" + in.name + "' must have rank " + std::to_string(in.dims.size()) +
+                  ", got shape " + ShapeString(it->second.shape));
+    }
+    env[in.name] = &it->second;
+  }
+  // Last use of each value, to free intermediates early.
+  std::map<std::string, size_t> last_use;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    for (const auto& in : g.nodes[k].inputs) last_use[in] = k;
+  }
+  std::set<std::string> keep;
+  for (const auto& o : g.outputs) keep.insert(o.name);
+  std::map<std::string, HTensor> values;
+  std::vector<const HTensor*> ins;
+  std::vector<HTensor> outs;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    ins.clear();
+    for (const auto& in : n.inputs) {
+      if (in.empty()) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      auto it = env.find(in);
+      if (it == env.end()) throw Error(n.Describe() + ": value '" + in + "' is not available");
+      ins.push_back(it->second);
+    }
+    outs.clear();
+    RunRefOp(n, g.opset, ins, &outs);
+    for (size_t o = 0; o < n.outputs.size() && o < outs.size(); ++o) {
+      if (n.outputs[o].empty()) continue;
+      HTensor& slot = values[n.outputs[o]];
+      slot = std::move(outs[o]);
+      env[n.outputs[o]] = &slot;
+    }
+    if (!keep_all) {
+      for (const auto& in : n.inputs) {
+        if (!in.empty() && last_use[in] == k && values.count(in) && !keep.count(in)) {
+          env.erase(in);
+          values.erase(in);
+        }
+      }
+    }
+  }
+  if (keep_all) return values;
+  std::map<std::string, HTensor> result;
+  for (const auto& o : g.outputs) {
+    auto it = env.find(o.name);
+    if (it == env.end()) throw Error("graph output '" + o.name + "' was not produced");
+    result[o.name] = *it->second;
+  }
+  return result;
+}
+
+int FoldConstants(Graph* g) {
+  int folded = 0;
+  std::vector<Node> kept;
+  for (auto& n : g->nodes) {
+    bool all_const = !n.inputs.empty();
+    for (const auto& in : n.inputs) {
+      if (!in.empty() && !g->IsConst(in)) all_const = false;
+    }
+    if (!all_const) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    std::vector<const HTensor*> ins;
+    for (const auto& in : n.inputs) ins.push_back(in.empty() ? nullptr : g->Const(in));
+    std::vector<HTensor> outs;
+    RunRefOp(n, g->opset, ins, &outs);
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (!n.outputs[o].empty()) g->initializers[n.outputs[o]] = std::move(outs[o]);
+    }
+    ++folded;
+  }
+  g->nodes = std::move(kept);
+  return folded;
+}
+
+int EliminateDeadNodes(Graph* g) {
+  std::set<std::string> live;
+  for (const auto& o : g->outputs) live.insert(o.name);
+  std::vector<bool> keep(g->nodes.size(), false);
+  for (size_t k = g->nodes.size(); k-- > 0;) {
+    const Node& n = g->nodes[k];
+    for (const auto& o : n.outputs) {
+      if (live.count(o)) keep[k] = true;
+    }
+    if (keep[k]) {
+      for (const auto& in : n.inputs) live.insert(in);
+    }
+  }
+  std::vector<Node> kept;
+  for (size_t k = 0; k < g->nodes.size(); ++k) {
+    if (keep[k]) kept.push_back(std::move(g->nodes[k]));
+  }
+  const int removed = int(g->nodes.size() - kept.size());
+  g->nodes = std::move(kept);
+  for (auto it = g->initializers.begin(); it != g->initializers.end();) {
+    it = live.count(it->first) ? std::next(it) : g->initializers.erase(it);
+  }
+  return removed;
+}
+
+namespace {
+
+// Smallest first dimension of a constant table gathered by `input` (its vocabulary), or `def`.
+int64_t TableRows(const Graph& g, const std::string& input, int64_t def) {
+  int64_t rows = -1;
+  for (const auto& n : g.nodes) {
+    if (n.op != "Gather" && n.op != "EmbedLayerNorm") continue;
+    if (n.op == "Gather" && n.inputs.size() == 2 && n.inputs[1] == input) {
+      if (const HTensor* t = g.Const(n.inputs[0])) {
+        rows = rows < 0 ? t->shape[0] : std::min(rows, t->shape[0]);
+      }
+    }
+  }
+  return rows > 0 ? rows : def;
+}
+
+}  // namespace
+
+std::map<std::string, HTensor> MakeProbeFeeds(const Graph& g, int batch, int seq,
+                                              const std::vector<int>& lengths) {
+  std::map<std::string, HTensor> feeds;
+  for (const auto& in : g.inputs) {
+    if (in.dtype == HTensor::DType::kF32) {
+      throw Error("graph input '" + in.name + "' is float; the engine feeds token ids, masks and "
+                  "token types (integer inputs)");
+    }
+    HTensor t = HTensor::Zeros(in.dtype, {batch, seq});
+    const InputRole role = RoleOf(in.name);
+    const int64_t vocab = TableRows(g, in.name, role == InputRole::kTypes ? 2 : 100);
+    for (int b = 0; b < batch; ++b) {
+      const int len = lengths[b];
+      for (int s = 0; s < seq; ++s) {
+        int64_t v = 0;
+        if (role == InputRole::kMask) {
+          v = s < len;
+        } else if (role == InputRole::kTypes) {
+          v = (s < len && s >= len / 2) ? std::min<int64_t>(1, vocab - 1) : 0;
+        } else {
+          v = s < len ? 1 + (7 * b + 13 * s + 3) % std::max<int64_t>(vocab - 1, 1) : 0;
+        }
+        t.i[b * seq + s] = v;
+      }
+    }
+    feeds[in.name] = std::move(t);
+  }
+  return feeds;
+}
+
+int64_t ShapeInfo::Inner(const std::string& v, size_t lead) const {
+  auto it = dims.find(v);
+  if (it == dims.end()) return -1;
+  int64_t n = 1;
+  for (size_t k = lead; k < it->second.size(); ++k) {
+    const std::string& d = it->second[k];
+    if (d.empty() || !std::isdigit(static_cast<unsigned char>(d[0]))) return -1;
+    n *= std::stoll(d);
+  }
+  return n;
+}
+
+ShapeInfo InferShapes(const Graph& g) {
+  auto v1 = RunReference(g, MakeProbeFeeds(g, 2, 5, {5, 3}), true);
+  const auto v2 = RunReference(g, MakeProbeFeeds(g, 3, 7, {7, 4, 2}), true);
+  ShapeInfo info;
+  auto record = [&](const std::string& name, const std::vector<int64_t>& a,
+                    const std::vector<int64_t>& b) {
+    std::vector<std::string> dims;
+    if (a.size() == b.size()) {
+      for (size_t k = 0; k < a.size(); ++k) {
+        if (a[k] == b[k]) dims.push_back(std::to_string(a[k]));
+        else if (a[k] == 2 && b[k] == 3) dims.push_back("batch");
+        else if (a[k] == 5 && b[k] == 7) dims.push_back("seq");
+        else if (a[k] == 10 && b[k] == 21) dims.push_back("batch*seq");
+        else dims.push_back("?");
+      }
+    } else {
+      dims.assign(a.size(), "?");
+    }
+    info.dims[name] = dims;
+    info.probe[name] = a;
+  };
+  for (const auto& [name, t] : v1) {
+    auto it = v2.find(name);
+    if (it != v2.end()) record(name, t.shape, it->second.shape);
+  }
+  const auto f1 = MakeProbeFeeds(g, 2, 5, {5, 3});
+  const auto f2 = MakeProbeFeeds(g, 3, 7, {7, 4, 2});
+  for (const auto& in : g.inputs) record(in.name, f1.at(in.name).shape, f2.at(in.name).shape);
+  info.values = std::move(v1);
+  info.feeds = f1;
+  for (const auto& [name, t] : g.initializers) {
+    info.dims[name].clear();
+    for (int64_t d : t.shape) info.dims[name].push_back(std::to_string(d));
+    info.probe[name] = t.shape;
+  }
+  return info;
+}
+
+}  // namespace hotline::engine

@@ -1,0 +1,281 @@
+#include "engine/plan.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "base/error.h"
+
+namespace hotline::engine {
+namespace {
+
+using json = nlohmann::json;
+
+json TensorToJson(const HTensor& t) {
+  json j = {{"dtype", int(t.dtype)}, {"shape", t.shape}};
+  if (t.is_float()) j["f"] = t.f; else j["i"] = t.i;
+  return j;
+}
+
+HTensor TensorFromJson(const json& j) {
+  HTensor t;
+  t.dtype = HTensor::DType(j.at("dtype").get<int>());
+  t.shape = j.at("shape").get<std::vector<int64_t>>();
+  if (t.is_float()) t.f = j.at("f").get<std::vector<float>>();
+  else t.i = j.at("i").get<std::vector<int64_t>>();
+  if (int64_t(t.is_float() ? t.f.size() : t.i.size()) != t.numel()) {
+    throw Error("plan attribute tensor does not match its shape", Code::kDataLoss);
+  }
+  return t;
+}
+
+Attr AttrFromJson(const json& j) {
+  if (j.contains("i")) return Attr{j["i"].get<int64_t>()};
+  if (j.contains("f")) return Attr{j["f"].get<float>()};
+  if (j.contains("s")) return Attr{j["s"].get<std::string>()};
+  if (j.contains("ints")) return Attr{j["ints"].get<std::vector<int64_t>>()};
+  if (j.contains("floats")) return Attr{j["floats"].get<std::vector<float>>()};
+  if (j.contains("t")) return Attr{TensorFromJson(j["t"])};
+  throw Error("plan holds an attribute of unknown kind", Code::kDataLoss);
+}
+
+json ValueInfoToJson(const ValueInfo& v) {
+  return {{"name", v.name}, {"dtype", int(v.dtype)}, {"dims", v.dims}};
+}
+
+ValueInfo ValueInfoFromJson(const json& j) {
+  ValueInfo v;
+  v.name = j.at("name");
+  v.dtype = HTensor::DType(j.at("dtype").get<int>());
+  v.dims = j.at("dims").get<std::vector<std::string>>();
+  return v;
+}
+
+size_t Align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// A read-only mapping of a whole file.
+struct Mapping {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  explicit Mapping(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw Error("cannot open plan '" + path + "'", Code::kNotFound);
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      throw Error("cannot stat plan '" + path + "'", Code::kNotFound);
+    }
+    size = size_t(st.st_size);
+    if (size > 0) {
+      void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        throw Error("cannot map plan '" + path + "'", Code::kInternal);
+      }
+      data = static_cast<const uint8_t*>(p);
+    }
+    ::close(fd);
+  }
+  ~Mapping() {
+    if (data) ::munmap(const_cast<uint8_t*>(data), size);
+  }
+};
+
+}  // namespace
+
+json AttrsToJson(const Node& n) {
+  json j = json::object();
+  for (const auto& [name, a] : n.attrs) {
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t>) j[name] = {{"i", v}};
+          else if constexpr (std::is_same_v<T, float>) j[name] = {{"f", v}};
+          else if constexpr (std::is_same_v<T, std::string>) j[name] = {{"s", v}};
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) j[name] = {{"ints", v}};
+          else if constexpr (std::is_same_v<T, std::vector<float>>) j[name] = {{"floats", v}};
+          else j[name] = {{"t", TensorToJson(v)}};
+        },
+        a.v);
+  }
+  return j;
+}
+
+void WritePlan(const PlanData& plan, const std::string& path) {
+  const PlanInfo& info = plan.info;
+  json j;
+  j["format_version"] = kPlanFormatVersion;
+  j["fingerprint"] = info.fingerprint;
+  j["precision"] = PrecisionName(info.precision);
+  j["backend"] = BackendName(info.backend);
+  j["profile"] = info.profile.ToString();
+  j["mode"] = plan.mode;
+  j["opset"] = plan.graph.opset;
+  j["inputs"] = json::array();
+  for (const auto& v : plan.graph.inputs) j["inputs"].push_back(ValueInfoToJson(v));
+  j["outputs"] = json::array();
+  for (size_t k = 0; k < plan.graph.outputs.size(); ++k) {
+    json o = ValueInfoToJson(plan.graph.outputs[k]);
+    const OutputInfo& oi = info.outputs.at(k);
+    o["kind"] = oi.kind == Output::Kind::kPerToken ? "per_token" : "per_sequence";
+    o["inner_shape"] = oi.inner_shape;
+    j["outputs"].push_back(o);
+  }
+  j["dims"] = plan.dims;
+  j["nodes"] = json::array();
+  for (size_t k = 0; k < plan.graph.nodes.size(); ++k) {
+    const Node& n = plan.graph.nodes[k];
+    j["nodes"].push_back({{"name", n.name}, {"op", n.op}, {"inputs", n.inputs},
+                          {"outputs", n.outputs}, {"attrs", AttrsToJson(n)},
+                          {"precision", k < info.ops.size() ? info.ops[k].precision : "fp32"}});
+  }
+  j["extra"] = plan.extra;
+  // Weights table.
+  size_t offset = 0;
+  json weights = json::array();
+  for (const auto& [name, t] : plan.graph.initializers) {
+    const size_t bytes = size_t(t.numel()) * (t.is_float() ? 4 : 8);
+    weights.push_back({{"name", name}, {"dtype", int(t.dtype)}, {"shape", t.shape},
+                       {"offset", offset}, {"bytes", bytes}});
+    offset = Align64(offset + bytes);
+  }
+  j["weights"] = weights;
+  j["weight_bytes"] = offset;
+  const std::string meta = j.dump();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error("cannot write plan '" + path + "'", Code::kPermissionDenied);
+    const uint32_t version = kPlanFormatVersion, reserved = 0;
+    const uint64_t len = meta.size();
+    f.write(kPlanMagic, 8);
+    f.write(reinterpret_cast<const char*>(&version), 4);
+    f.write(reinterpret_cast<const char*>(&reserved), 4);
+    f.write(reinterpret_cast<const char*>(&len), 8);
+    f.write(meta.data(), std::streamsize(meta.size()));
+    const size_t head = 24 + meta.size();
+    const std::string pad(Align64(head) - head, '\0');
+    f.write(pad.data(), std::streamsize(pad.size()));
+    size_t written = 0;
+    for (const auto& [name, t] : plan.graph.initializers) {
+      const size_t bytes = size_t(t.numel()) * (t.is_float() ? 4 : 8);
+      if (t.is_float()) f.write(reinterpret_cast<const char*>(t.f.data()), std::streamsize(bytes));
+      else f.write(reinterpret_cast<const char*>(t.i.data()), std::streamsize(bytes));
+      written += bytes;
+      const std::string p2(Align64(written) - written, '\0');
+      f.write(p2.data(), std::streamsize(p2.size()));
+      written = Align64(written);
+    }
+    if (!f) throw Error("error writing plan '" + path + "'", Code::kDataLoss);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw Error("cannot move plan into place at '" + path + "'", Code::kPermissionDenied);
+  }
+}
+
+PlanData ReadPlan(const std::string& path, bool load_weights) {
+  Mapping m(path);
+  if (m.size < 24 || std::memcmp(m.data, kPlanMagic, 8) != 0) {
+    throw Error("'" + path + "' is not a hotline plan (no HOTLPLAN header; " +
+                    std::to_string(m.size) + " bytes)",
+                Code::kInvalidArgument);
+  }
+  uint32_t version;
+  uint64_t len;
+  std::memcpy(&version, m.data + 8, 4);
+  std::memcpy(&len, m.data + 16, 8);
+  if (version != kPlanFormatVersion) {
+    throw Error("plan '" + path + "' has format version " + std::to_string(version) +
+                    ", this build of hotline reads format version " +
+                    std::to_string(kPlanFormatVersion) + ": rebuild the plan from the ONNX model",
+                Code::kFailedPrecondition);
+  }
+  if (len > m.size - 24) {
+    throw Error("plan '" + path + "' is truncated: metadata needs " + std::to_string(len) +
+                    " bytes, the file has " + std::to_string(m.size - 24),
+                Code::kDataLoss);
+  }
+  json j;
+  try {
+    j = json::parse(m.data + 24, m.data + 24 + len);
+  } catch (const std::exception& e) {
+    throw Error("plan '" + path + "' has corrupt metadata: " + e.what(), Code::kDataLoss);
+  }
+  PlanData p;
+  try {
+    p.info.format_version = j.at("format_version");
+    p.info.fingerprint = j.at("fingerprint").get<std::map<std::string, std::string>>();
+    p.info.precision = ParsePrecision(j.at("precision").get<std::string>());
+    p.info.backend = ParseBackend(j.at("backend").get<std::string>());
+    p.info.profile = Profile::Parse(j.at("profile").get<std::string>());
+    p.mode = j.at("mode");
+    p.graph.opset = j.at("opset");
+    for (const auto& v : j.at("inputs")) {
+      p.graph.inputs.push_back(ValueInfoFromJson(v));
+      p.info.input_names.push_back(p.graph.inputs.back().name);
+    }
+    for (const auto& v : j.at("outputs")) {
+      p.graph.outputs.push_back(ValueInfoFromJson(v));
+      OutputInfo oi;
+      oi.name = v.at("name");
+      oi.kind = v.at("kind") == "per_token" ? Output::Kind::kPerToken : Output::Kind::kPerSequence;
+      oi.inner_shape = v.at("inner_shape").get<std::vector<int64_t>>();
+      p.info.outputs.push_back(oi);
+    }
+    p.dims = j.at("dims").get<std::map<std::string, std::vector<std::string>>>();
+    for (const auto& jn : j.at("nodes")) {
+      Node n;
+      n.name = jn.at("name");
+      n.op = jn.at("op");
+      n.inputs = jn.at("inputs").get<std::vector<std::string>>();
+      n.outputs = jn.at("outputs").get<std::vector<std::string>>();
+      for (const auto& [k, v] : jn.at("attrs").items()) n.attrs[k] = AttrFromJson(v);
+      p.info.ops.push_back({n.name, n.op, jn.at("precision")});
+      p.graph.nodes.push_back(std::move(n));
+    }
+    p.extra = j.value("extra", json::object());
+    p.info.weight_bytes = j.at("weight_bytes");
+    const size_t blob_start = Align64(24 + len);
+    if (blob_start + p.info.weight_bytes > m.size) {
+      throw Error("plan '" + path + "' is truncated: weights need " +
+                      std::to_string(p.info.weight_bytes) + " bytes after offset " +
+                      std::to_string(blob_start) + ", the file has " + std::to_string(m.size),
+                  Code::kDataLoss);
+    }
+    for (const auto& w : j.at("weights")) {
+      HTensor t;
+      t.dtype = HTensor::DType(w.at("dtype").get<int>());
+      t.shape = w.at("shape").get<std::vector<int64_t>>();
+      const size_t offset = w.at("offset"), bytes = w.at("bytes");
+      if (bytes != size_t(t.numel()) * (t.is_float() ? 4 : 8) ||
+          offset + bytes > p.info.weight_bytes) {
+        throw Error("plan '" + path + "': weight '" + w.at("name").get<std::string>() +
+                        "' does not fit its table entry",
+                    Code::kDataLoss);
+      }
+      if (load_weights) {
+        const uint8_t* src = m.data + blob_start + offset;
+        if (t.is_float()) {
+          t.f.resize(t.numel());
+          std::memcpy(t.f.data(), src, bytes);
+        } else {
+          t.i.resize(t.numel());
+          std::memcpy(t.i.data(), src, bytes);
+        }
+      }
+      p.graph.initializers[w.at("name")] = std::move(t);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error("plan '" + path + "' has corrupt metadata: " + e.what(), Code::kDataLoss);
+  }
+  p.info.format_version = version;
+  return p;
+}
+
+}  // namespace hotline::engine

@@ -1,0 +1,88 @@
+#include "frontends/convert.h"
+
+namespace hotline::frontends {
+namespace {
+
+std::optional<std::chrono::system_clock::time_point> FromTimestamp(
+    bool has, const google::protobuf::Timestamp& ts) {
+  if (!has) return std::nullopt;
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(ts.seconds()) + std::chrono::nanoseconds(ts.nanos())));
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
+}
+
+void ToProto(const nlu::Understanding& u, hotline::v1::Understanding* out) {
+  out->set_intent(u.intent);
+  out->set_confidence(u.confidence);
+  for (const auto& s : u.top_k) {
+    auto* p = out->add_top_k();
+    p->set_intent(s.intent);
+    p->set_probability(s.probability);
+  }
+  for (const auto& s : u.slots) {
+    auto* p = out->add_slots();
+    p->set_type(s.type);
+    p->set_start(s.start);
+    p->set_end(s.end);
+    p->set_value(s.value);
+    p->set_normalized(s.normalized);
+    p->set_valid(s.valid);
+  }
+  out->set_department(u.department);
+  out->set_business_line(u.business_line);
+  out->set_truncated(u.truncated);
+  out->set_num_tokens(u.num_tokens);
+}
+
+void ToProto(const serving::ModelStatus& m, hotline::v1::ModelInfo* out) {
+  out->set_name(m.name);
+  out->set_version(m.version);
+  for (const auto& v : m.versions) out->add_versions(v);
+  out->set_state(std::string(serving::ModelStateName(m.state)));
+  out->set_message(m.message);
+  out->set_memory_bytes(m.memory_bytes);
+  for (const auto& b : m.business_lines) out->add_business_lines(b);
+}
+
+void ToProto(const serving::UnderstandReply& r, hotline::v1::ServingInfo* out) {
+  out->set_model_name(r.model_name);
+  out->set_model_version(r.model_version);
+  out->set_queue_time_ms(r.queue_seconds * 1000);
+  out->set_compute_time_ms(r.compute_seconds * 1000);
+}
+
+serving::UnderstandCall FromProto(const hotline::v1::UnderstandRequest& req) {
+  serving::UnderstandCall c;
+  c.texts.push_back(req.text());
+  c.model = req.model();
+  c.business_line = req.business_line();
+  c.request_id = req.request_id();
+  c.reference_time = FromTimestamp(req.has_reference_time(), req.reference_time());
+  return c;
+}
+
+serving::UnderstandCall FromProto(const hotline::v1::UnderstandBatchRequest& req) {
+  serving::UnderstandCall c;
+  c.texts.assign(req.texts().begin(), req.texts().end());
+  c.model = req.model();
+  c.business_line = req.business_line();
+  c.request_id = req.request_id();
+  c.reference_time = FromTimestamp(req.has_reference_time(), req.reference_time());
+  return c;
+}
+
+serving::TimePoint SteadyDeadline(std::chrono::system_clock::time_point deadline) {
+  const auto now_wall = std::chrono::system_clock::now();
+  // gRPC reports "no deadline" as a far-future time; anything beyond a day is treated as none.
+  if (deadline - now_wall > std::chrono::hours(24)) return serving::TimePoint::max();
+  return serving::Clock::now() + std::chrono::duration_cast<serving::Duration>(deadline - now_wall);
+}
+
+}  // namespace hotline::frontends

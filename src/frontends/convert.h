@@ -1,0 +1,26 @@
+// Edge conversions between the wire types (hotline.v1 protobuf, gRPC status) and the serving
+// core's native types. Parsing happens here, once; nothing past this point sees a proto.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "base/error.h"
+#include "frontends/hotline_grpc.h"
+#include "serving/service.h"
+
+namespace hotline::frontends {
+
+grpc::Status ToGrpc(const Status& s);
+void ToProto(const nlu::Understanding& u, hotline::v1::Understanding* out);
+void ToProto(const serving::ModelStatus& m, hotline::v1::ModelInfo* out);
+void ToProto(const serving::UnderstandReply& r, hotline::v1::ServingInfo* out);
+
+// Fills the call's texts, routing fields and reference time (deadline and cancellation are the
+// transport's business).
+serving::UnderstandCall FromProto(const hotline::v1::UnderstandRequest& req);
+serving::UnderstandCall FromProto(const hotline::v1::UnderstandBatchRequest& req);
+
+// A wall-clock deadline (gRPC's) as a steady-clock one; system_clock::max() → TimePoint::max().
+serving::TimePoint SteadyDeadline(std::chrono::system_clock::time_point deadline);
+
+}  // namespace hotline::frontends

@@ -1,0 +1,318 @@
+#include "frontends/grpc_service.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "frontends/convert.h"
+
+namespace hotline::frontends {
+namespace {
+
+// Cancellation and deadline come from the transport; the core checks them before execution.
+void AttachContext(grpc::CallbackServerContext* ctx, serving::UnderstandCall* call) {
+  call->deadline = SteadyDeadline(ctx->deadline());
+  call->cancelled = [ctx] { return ctx->IsCancelled(); };
+}
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const grpc::Status& s) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(s);
+  return reactor;
+}
+
+// Parses a raw request; false when the bytes are not a valid message of that type.
+bool ParseRaw(const grpc::ByteBuffer* raw, google::protobuf::Message* msg) {
+  std::vector<grpc::Slice> slices;
+  if (!raw->Dump(&slices).ok()) return false;
+  std::string bytes;
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return msg->ParseFromString(bytes);
+}
+
+void SerializeRaw(const google::protobuf::Message& msg, grpc::ByteBuffer* out) {
+  const std::string bytes = msg.SerializeAsString();
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer buffer(&slice, 1);
+  out->Swap(&buffer);
+}
+
+template <typename Request, typename Response, typename Fill>
+grpc::ServerUnaryReactor* UnderstandRaw(serving::Service* service, grpc::CallbackServerContext* ctx,
+                                        const grpc::ByteBuffer* raw_req, grpc::ByteBuffer* raw_resp,
+                                        Fill fill) {
+  Request req;
+  if (!ParseRaw(raw_req, &req)) {
+    return FinishNow(
+        ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "the request is not a valid " + Request::descriptor()->full_name() +
+                              " (text fields must be UTF-8)"));
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  serving::UnderstandCall call = FromProto(req);
+  AttachContext(ctx, &call);
+  service->Understand(std::move(call),
+                      [reactor, raw_resp, fill, id = req.request_id()](serving::UnderstandReply r) {
+                        if (r.status.ok()) {
+                          Response resp;
+                          resp.set_request_id(id);
+                          fill(r, &resp);
+                          ToProto(r, resp.mutable_serving());
+                          SerializeRaw(resp, raw_resp);
+                        }
+                        reactor->Finish(ToGrpc(r.status));
+                      });
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* HotlineGrpcService::Understand(grpc::CallbackServerContext* ctx,
+                                                         const grpc::ByteBuffer* req,
+                                                         grpc::ByteBuffer* resp) {
+  return UnderstandRaw<hotline::v1::UnderstandRequest, hotline::v1::UnderstandResponse>(
+      service_, ctx, req, resp,
+      [](const serving::UnderstandReply& r, hotline::v1::UnderstandResponse* out) {
+        ToProto(r.results.at(0), out->mutable_result());
+      });
+}
+
+grpc::ServerUnaryReactor* HotlineGrpcService::UnderstandBatch(grpc::CallbackServerContext* ctx,
+                                                              const grpc::ByteBuffer* req,
+                                                              grpc::ByteBuffer* resp) {
+  return UnderstandRaw<hotline::v1::UnderstandBatchRequest, hotline::v1::UnderstandBatchResponse>(
+      service_, ctx, req, resp,
+      [](const serving::UnderstandReply& r, hotline::v1::UnderstandBatchResponse* out) {
+        for (const auto& u : r.results) ToProto(u, out->add_results());
+      });
+}
+
+grpc::ServerUnaryReactor* HotlineGrpcService::ListModels(grpc::CallbackServerContext* ctx,
+                                                         const hotline::v1::ListModelsRequest*,
+                                                         hotline::v1::ListModelsResponse* resp) {
+  try {
+    for (const auto& m : service_->ListModels()) ToProto(m, resp->add_models());
+    return FinishNow(ctx, grpc::Status::OK);
+  } catch (const Error& e) {
+    return FinishNow(ctx, ToGrpc(Status::FromError(e)));
+  }
+}
+
+grpc::ServerUnaryReactor* HotlineGrpcService::LoadModel(grpc::CallbackServerContext* ctx,
+                                                        const hotline::v1::LoadModelRequest* req,
+                                                        hotline::v1::LoadModelResponse* resp) {
+  Status s = service_->LoadModel(req->admin_token(), req->name(), req->version());
+  if (s.ok()) {
+    for (const auto& m : service_->ListModels()) {
+      if (m.name == req->name()) ToProto(m, resp->mutable_model());
+    }
+  }
+  return FinishNow(ctx, ToGrpc(s));
+}
+
+grpc::ServerUnaryReactor* HotlineGrpcService::UnloadModel(
+    grpc::CallbackServerContext* ctx, const hotline::v1::UnloadModelRequest* req,
+    hotline::v1::UnloadModelResponse*) {
+  return FinishNow(ctx, ToGrpc(service_->UnloadModel(req->admin_token(), req->name())));
+}
+
+// ---- KServe v2 ----------------------------------------------------------------------------
+
+std::vector<std::string> DecodeBytesTensor(const std::string& raw) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < raw.size()) {
+    if (raw.size() - i < 4) {
+      throw Error("BYTES tensor is truncated: " + std::to_string(raw.size() - i) +
+                  " bytes left where a 4-byte length was expected");
+    }
+    const auto* p = reinterpret_cast<const unsigned char*>(raw.data() + i);
+    const uint32_t len =
+        uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+    i += 4;
+    if (raw.size() - i < len) {
+      throw Error("BYTES tensor element " + std::to_string(out.size()) + " claims " +
+                  std::to_string(len) + " bytes; only " + std::to_string(raw.size() - i) +
+                  " remain");
+    }
+    out.emplace_back(raw.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+std::string EncodeBytesTensor(const std::vector<std::string>& elements) {
+  std::string out;
+  for (const std::string& e : elements) {
+    const uint32_t n = uint32_t(e.size());
+    const char len[4] = {char(n & 0xFF), char((n >> 8) & 0xFF), char((n >> 16) & 0xFF),
+                         char((n >> 24) & 0xFF)};
+    out.append(len, 4);
+    out += e;
+  }
+  return out;
+}
+
+std::string SlotsJson(const nlu::Understanding& u) {
+  nlohmann::json slots = nlohmann::json::array();
+  for (const auto& s : u.slots) {
+    slots.push_back({{"type", s.type},
+                     {"start", s.start},
+                     {"end", s.end},
+                     {"value", s.value},
+                     {"normalized", s.normalized},
+                     {"valid", s.valid}});
+  }
+  return slots.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+grpc::ServerUnaryReactor* KServeGrpcService::ServerLive(grpc::CallbackServerContext* ctx,
+                                                        const inference::ServerLiveRequest*,
+                                                        inference::ServerLiveResponse* resp) {
+  resp->set_live(service_->live());
+  return FinishNow(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeGrpcService::ServerReady(grpc::CallbackServerContext* ctx,
+                                                         const inference::ServerReadyRequest*,
+                                                         inference::ServerReadyResponse* resp) {
+  resp->set_ready(service_->ready());
+  return FinishNow(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeGrpcService::ModelReady(grpc::CallbackServerContext* ctx,
+                                                        const inference::ModelReadyRequest* req,
+                                                        inference::ModelReadyResponse* resp) {
+  try {
+    for (const auto& m : service_->ListModels()) {
+      if (m.name != req->name()) continue;
+      resp->set_ready(m.state == serving::ModelState::kReady &&
+                      (req->version().empty() || req->version() == m.version));
+      return FinishNow(ctx, grpc::Status::OK);
+    }
+    return FinishNow(
+        ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "no model named '" + req->name() + "'"));
+  } catch (const Error& e) {
+    return FinishNow(ctx, ToGrpc(Status::FromError(e)));
+  }
+}
+
+grpc::ServerUnaryReactor* KServeGrpcService::ServerMetadata(
+    grpc::CallbackServerContext* ctx, const inference::ServerMetadataRequest*,
+    inference::ServerMetadataResponse* resp) {
+  resp->set_name("hotline");
+  resp->set_version(version_);
+  return FinishNow(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* KServeGrpcService::ModelMetadata(
+    grpc::CallbackServerContext* ctx, const inference::ModelMetadataRequest* req,
+    inference::ModelMetadataResponse* resp) {
+  try {
+    for (const auto& m : service_->ListModels()) {
+      if (m.name != req->name()) continue;
+      resp->set_name(m.name);
+      if (!m.version.empty()) {
+        resp->add_versions(m.version);
+      } else {
+        for (const auto& v : m.versions) resp->add_versions(v);
+      }
+      resp->set_platform("hotline_nlu");
+      auto add = [](auto* list, const char* name, const char* type) {
+        auto* t = list->Add();
+        t->set_name(name);
+        t->set_datatype(type);
+        t->add_shape(-1);
+      };
+      add(resp->mutable_inputs(), "text", "BYTES");
+      add(resp->mutable_outputs(), "intent", "BYTES");
+      add(resp->mutable_outputs(), "confidence", "FP32");
+      add(resp->mutable_outputs(), "slots", "BYTES");
+      return FinishNow(ctx, grpc::Status::OK);
+    }
+    return FinishNow(
+        ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "no model named '" + req->name() + "'"));
+  } catch (const Error& e) {
+    return FinishNow(ctx, ToGrpc(Status::FromError(e)));
+  }
+}
+
+grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerContext* ctx,
+                                                        const inference::ModelInferRequest* req,
+                                                        inference::ModelInferResponse* resp) {
+  auto invalid = [&](const std::string& msg) {
+    return FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg));
+  };
+  if (req->inputs_size() != 1) {
+    return invalid("model takes exactly one input, \"text\" (BYTES); the request has " +
+                   std::to_string(req->inputs_size()));
+  }
+  const auto& input = req->inputs(0);
+  if (input.name() != "text" || input.datatype() != "BYTES") {
+    return invalid("model takes the input \"text\" of datatype BYTES; got \"" + input.name() +
+                   "\" of " + input.datatype());
+  }
+  std::vector<std::string> texts;
+  try {
+    if (req->raw_input_contents_size() > 0) {
+      texts = DecodeBytesTensor(req->raw_input_contents(0));
+    } else {
+      texts.assign(input.contents().bytes_contents().begin(),
+                   input.contents().bytes_contents().end());
+    }
+  } catch (const Error& e) {
+    return invalid(e.what());
+  }
+  int64_t elements = 1;
+  for (int64_t d : input.shape()) elements *= d;
+  if (input.shape_size() == 0 || elements != int64_t(texts.size())) {
+    return invalid("input \"text\" has shape of " + std::to_string(elements) +
+                   " elements but carries " + std::to_string(texts.size()));
+  }
+  std::vector<std::string> wanted;
+  for (const auto& o : req->outputs()) {
+    if (o.name() != "intent" && o.name() != "confidence" && o.name() != "slots") {
+      return invalid("unknown output \"" + o.name() + "\"; outputs are intent, confidence, slots");
+    }
+    wanted.push_back(o.name());
+  }
+  if (wanted.empty()) wanted = {"intent", "confidence", "slots"};
+
+  serving::UnderstandCall call;
+  call.texts = std::move(texts);
+  call.model = req->model_name();
+  call.request_id = req->id();
+  AttachContext(ctx, &call);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
+  resp->set_id(req->id());
+  service_->Understand(std::move(call), [reactor, resp, shape, wanted](serving::UnderstandReply r) {
+    if (r.status.ok()) {
+      resp->set_model_name(r.model_name);
+      resp->set_model_version(r.model_version);
+      for (const std::string& name : wanted) {
+        auto* out = resp->add_outputs();
+        out->set_name(name);
+        for (int64_t d : shape) out->add_shape(d);
+        if (name == "confidence") {
+          out->set_datatype("FP32");
+          std::string raw(r.results.size() * sizeof(float), '\0');
+          for (size_t i = 0; i < r.results.size(); ++i) {
+            const float c = r.results[i].confidence;  // little-endian hosts only (x86, arm64)
+            std::memcpy(raw.data() + i * sizeof(float), &c, sizeof(float));
+          }
+          resp->add_raw_output_contents(std::move(raw));
+        } else {
+          out->set_datatype("BYTES");
+          std::vector<std::string> el;
+          for (const auto& u : r.results) el.push_back(name == "intent" ? u.intent : SlotsJson(u));
+          resp->add_raw_output_contents(EncodeBytesTensor(el));
+        }
+      }
+    }
+    reactor->Finish(ToGrpc(r.status));
+  });
+  return reactor;
+}
+
+}  // namespace hotline::frontends

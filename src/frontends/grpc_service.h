@@ -1,0 +1,88 @@
+// gRPC frontends over the serving core: hotline.v1.Hotline and the KServe v2 / Open Inference
+// Protocol inference.GRPCInferenceService. Both use gRPC's callback API: a handler admits the
+// call to the core and returns; the batcher thread that answers it finishes the RPC, so no
+// thread waits per request.
+#pragma once
+
+#include <string>
+
+#include "frontends/hotline_grpc.h"
+#include "inference/grpc_predict_v2.grpc.pb.h"
+#include "serving/service.h"
+
+namespace hotline::frontends {
+
+// Understand and UnderstandBatch take raw bytes and parse them here: gRPC's callback API answers
+// a request it cannot parse with UNIMPLEMENTED, while an unparsable request (in practice a text
+// that is not UTF-8, which proto3 strings forbid) is the caller's INVALID_ARGUMENT.
+using HotlineServiceBase = hotline::v1::Hotline::WithRawCallbackMethod_Understand<
+    hotline::v1::Hotline::WithRawCallbackMethod_UnderstandBatch<
+        hotline::v1::Hotline::WithCallbackMethod_ListModels<
+            hotline::v1::Hotline::WithCallbackMethod_LoadModel<
+                hotline::v1::Hotline::WithCallbackMethod_UnloadModel<
+                    hotline::v1::Hotline::Service>>>>>;
+
+class HotlineGrpcService final : public HotlineServiceBase {
+ public:
+  explicit HotlineGrpcService(serving::Service* service) : service_(service) {}
+
+  grpc::ServerUnaryReactor* Understand(grpc::CallbackServerContext* ctx,
+                                       const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* UnderstandBatch(grpc::CallbackServerContext* ctx,
+                                            const grpc::ByteBuffer* req,
+                                            grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
+                                       const hotline::v1::ListModelsRequest* req,
+                                       hotline::v1::ListModelsResponse* resp) override;
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx,
+                                      const hotline::v1::LoadModelRequest* req,
+                                      hotline::v1::LoadModelResponse* resp) override;
+  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx,
+                                        const hotline::v1::UnloadModelRequest* req,
+                                        hotline::v1::UnloadModelResponse* resp) override;
+
+ private:
+  serving::Service* const service_;
+};
+
+// Model I/O over KServe v2: input "text" (BYTES, any shape; one element per utterance), outputs
+// "intent" (BYTES), "confidence" (FP32) and "slots" (BYTES, JSON list per utterance), each in the
+// input's shape, written to raw_output_contents.
+class KServeGrpcService final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  KServeGrpcService(serving::Service* service, std::string server_version)
+      : service_(service), version_(std::move(server_version)) {}
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
+                                       const inference::ServerLiveRequest* req,
+                                       inference::ServerLiveResponse* resp) override;
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx,
+                                        const inference::ServerReadyRequest* req,
+                                        inference::ServerReadyResponse* resp) override;
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
+                                       const inference::ModelReadyRequest* req,
+                                       inference::ModelReadyResponse* resp) override;
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
+                                           const inference::ServerMetadataRequest* req,
+                                           inference::ServerMetadataResponse* resp) override;
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
+                                          const inference::ModelMetadataRequest* req,
+                                          inference::ModelMetadataResponse* resp) override;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
+                                       const inference::ModelInferRequest* req,
+                                       inference::ModelInferResponse* resp) override;
+
+ private:
+  serving::Service* const service_;
+  const std::string version_;
+};
+
+// KServe BYTES tensors on the wire: each element a 4-byte little-endian length, then the bytes.
+// Throws hotline::Error(kInvalidArgument) on a truncated buffer.
+std::vector<std::string> DecodeBytesTensor(const std::string& raw);
+std::string EncodeBytesTensor(const std::vector<std::string>& elements);
+// The slots of one understanding as the JSON text the "slots" output carries.
+std::string SlotsJson(const nlu::Understanding& u);
+
+}  // namespace hotline::frontends

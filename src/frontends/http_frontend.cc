@@ -1,0 +1,151 @@
+#include "frontends/http_frontend.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "frontends/convert.h"
+#include "serving/metrics.h"
+#include "serving/service.h"
+
+namespace hotline::frontends {
+namespace {
+
+void SendError(httplib::Response& res, const Status& s) {
+  res.status = HttpStatus(s.code());
+  nlohmann::json body = {{"code", CodeName(s.code())}, {"message", s.message()}};
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
+}
+
+void SendProto(httplib::Response& res, const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;
+  std::string out;
+  auto st = google::protobuf::util::MessageToJsonString(m, &out, opts);
+  if (!st.ok()) return SendError(res, Status(Code::kInternal, "cannot encode the response"));
+  res.status = 200;
+  res.set_content(out, "application/json");
+}
+
+// Parses the body into `msg`; false (with the error sent) when it is not the expected JSON.
+bool ParseBody(const httplib::Request& req, httplib::Response& res,
+               google::protobuf::Message* msg) {
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = false;
+  auto st = google::protobuf::util::JsonStringToMessage(req.body, msg, opts);
+  if (!st.ok()) {
+    SendError(res, Status(Code::kInvalidArgument, "the body is not a valid " +
+                                                      msg->GetDescriptor()->full_name() +
+                                                      " in JSON: " + std::string(st.message())));
+    return false;
+  }
+  return true;
+}
+
+serving::TimePoint DeadlineFromHeader(const httplib::Request& req, Status* error) {
+  if (!req.has_header("X-Timeout-Ms")) return serving::TimePoint::max();
+  const std::string v = req.get_header_value("X-Timeout-Ms");
+  try {
+    size_t used = 0;
+    const double ms = std::stod(v, &used);
+    if (used != v.size() || !(ms >= 0)) throw std::invalid_argument(v);
+    return serving::Clock::now() + std::chrono::duration_cast<serving::Duration>(
+                                       std::chrono::duration<double, std::milli>(ms));
+  } catch (const std::exception&) {
+    *error = Status(Code::kInvalidArgument,
+                    "X-Timeout-Ms must be a non-negative number of milliseconds; got '" + v + "'");
+    return serving::TimePoint::max();
+  }
+}
+
+void HandleUnderstand(serving::Service& service, const httplib::Request& req,
+                      httplib::Response& res) {
+  // Validate the JSON itself first (also rejects invalid UTF-8) so the error names the cause.
+  nlohmann::json peek;
+  try {
+    peek = nlohmann::json::parse(req.body);
+  } catch (const nlohmann::json::exception& e) {
+    return SendError(res, Status(Code::kInvalidArgument,
+                                 std::string("the body is not valid JSON: ") + e.what()));
+  }
+  if (!peek.is_object()) {
+    return SendError(res, Status(Code::kInvalidArgument, "the body must be a JSON object"));
+  }
+  Status header_error;
+  const serving::TimePoint deadline = DeadlineFromHeader(req, &header_error);
+  if (!header_error.ok()) return SendError(res, header_error);
+
+  const bool batch = peek.contains("texts");
+  hotline::v1::UnderstandRequest single;
+  hotline::v1::UnderstandBatchRequest many;
+  if (!ParseBody(req, res, batch ? static_cast<google::protobuf::Message*>(&many) : &single)) {
+    return;
+  }
+  serving::UnderstandCall call = batch ? FromProto(many) : FromProto(single);
+  call.deadline = deadline;
+  serving::UnderstandReply r = service.UnderstandSync(std::move(call));
+  if (!r.status.ok()) return SendError(res, r.status);
+  if (batch) {
+    hotline::v1::UnderstandBatchResponse out;
+    for (const auto& u : r.results) ToProto(u, out.add_results());
+    out.set_request_id(many.request_id());
+    ToProto(r, out.mutable_serving());
+    return SendProto(res, out);
+  }
+  hotline::v1::UnderstandResponse out;
+  ToProto(r.results.at(0), out.mutable_result());
+  out.set_request_id(single.request_id());
+  ToProto(r, out.mutable_serving());
+  SendProto(res, out);
+}
+
+}  // namespace
+
+void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
+                       serving::MetricsRegistry& metrics) {
+  server.Post("/v1/understand", [&service](const httplib::Request& req, httplib::Response& res) {
+    HandleUnderstand(service, req, res);
+  });
+  server.Get("/v1/models", [&service](const httplib::Request&, httplib::Response& res) {
+    try {
+      hotline::v1::ListModelsResponse out;
+      for (const auto& m : service.ListModels()) ToProto(m, out.add_models());
+      SendProto(res, out);
+    } catch (const Error& e) {
+      SendError(res, Status::FromError(e));
+    }
+  });
+  server.Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.Render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  auto live = [&service](const httplib::Request&, httplib::Response& res) {
+    res.status = service.live() ? 200 : 503;
+    res.set_content(service.live() ? "ok\n" : "not live\n", "text/plain");
+  };
+  auto ready = [&service](const httplib::Request&, httplib::Response& res) {
+    const bool r = service.ready();
+    res.status = r ? 200 : 503;
+    res.set_content(r ? "ready\n" : "not ready\n", "text/plain");
+  };
+  server.Get("/healthz", live);
+  server.Get("/v2/health/live", live);
+  server.Get("/readyz", ready);
+  server.Get("/v2/health/ready", ready);
+  // Anything a handler throws becomes a 500 with a JSON body, never a dropped connection.
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendError(res, Status(Code::kInternal, what));
+      });
+}
+
+}  // namespace hotline::frontends

@@ -1,0 +1,238 @@
+#include "frontends/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <httplib.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "frontends/grpc_service.h"
+#include "frontends/http_frontend.h"
+
+namespace hotline::frontends {
+
+namespace {
+
+template <typename T>
+void Read(const YAML::Node& node, const char* key, T* out, const std::string& file) {
+  const YAML::Node v = node[key];
+  if (!v) return;
+  try {
+    *out = v.as<T>();
+  } catch (const YAML::Exception&) {
+    throw Error(file + ": key '" + key + "' has value '" + YAML::Dump(v) +
+                "', which is not the expected type");
+  }
+}
+
+}  // namespace
+
+ServerConfig ServerConfig::Load(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw Error("cannot read server config " + path, Code::kNotFound);
+  } catch (const YAML::Exception& e) {
+    throw Error(path + ": not valid YAML: " + e.what());
+  }
+  ServerConfig c;
+  if (root.IsNull()) return c;
+  if (!root.IsMap()) throw Error(path + ": expected a mapping at the top level");
+  static const char* const kKeys[] = {"host",
+                                      "grpc_port",
+                                      "http_port",
+                                      "model_repository",
+                                      "startup_models",
+                                      "default_model",
+                                      "memory_budget_mb",
+                                      "load_on_demand",
+                                      "admin_token",
+                                      "max_text_bytes",
+                                      "max_texts_per_call",
+                                      "max_message_bytes",
+                                      "default_timeout_ms",
+                                      "http_threads",
+                                      "shutdown_grace_s",
+                                      "log_requests",
+                                      "precision",
+                                      "backend",
+                                      "top_k"};
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      throw Error(path + ": unknown key '" + key + "'");
+    }
+  }
+  Read(root, "host", &c.host, path);
+  Read(root, "grpc_port", &c.grpc_port, path);
+  Read(root, "http_port", &c.http_port, path);
+  Read(root, "model_repository", &c.model_repository, path);
+  Read(root, "startup_models", &c.startup_models, path);
+  Read(root, "default_model", &c.default_model, path);
+  double budget_mb = 0;
+  Read(root, "memory_budget_mb", &budget_mb, path);
+  c.memory_budget_bytes = int64_t(budget_mb * 1024 * 1024);
+  Read(root, "load_on_demand", &c.load_on_demand, path);
+  Read(root, "admin_token", &c.admin_token, path);
+  Read(root, "max_text_bytes", &c.max_text_bytes, path);
+  Read(root, "max_texts_per_call", &c.max_texts_per_call, path);
+  Read(root, "max_message_bytes", &c.max_message_bytes, path);
+  Read(root, "default_timeout_ms", &c.default_timeout_ms, path);
+  Read(root, "http_threads", &c.http_threads, path);
+  Read(root, "shutdown_grace_s", &c.shutdown_grace_s, path);
+  Read(root, "log_requests", &c.log_requests, path);
+  std::string precision = "fp32", backend = "cpu";
+  Read(root, "precision", &precision, path);
+  Read(root, "backend", &backend, path);
+  Read(root, "top_k", &c.pipeline.top_k, path);
+  // Parsed here rather than with engine::ParsePrecision so the frontends do not need the engine
+  // library to read a config file.
+  static const std::pair<const char*, engine::Precision> kPrecisions[] = {
+      {"fp32", engine::Precision::kFP32},
+      {"fp16", engine::Precision::kFP16},
+      {"bf16", engine::Precision::kBF16},
+      {"int8", engine::Precision::kINT8},
+      {"fp8", engine::Precision::kFP8}};
+  bool found = false;
+  for (const auto& [name, p] : kPrecisions) {
+    if (precision == name) c.pipeline.precision = p, found = true;
+  }
+  if (!found) {
+    throw Error(path + ": precision must be fp32, fp16, bf16, int8 or fp8; got '" + precision +
+                "'");
+  }
+  if (backend == "cpu") {
+    c.pipeline.backend = engine::BackendKind::kCPU;
+  } else if (backend == "cuda") {
+    c.pipeline.backend = engine::BackendKind::kCUDA;
+  } else {
+    throw Error(path + ": backend must be cpu or cuda; got '" + backend + "'");
+  }
+  return c;
+}
+
+struct Server::GrpcParts {
+  std::unique_ptr<HotlineGrpcService> hotline;
+  std::unique_ptr<KServeGrpcService> kserve;
+  std::unique_ptr<grpc::Server> server;
+};
+
+Server::Server(ServerConfig config, serving::ModelLoader loader, std::string version,
+               serving::Logger* logger)
+    : config_(std::move(config)), version_(std::move(version)), logger_(logger) {
+  repository_ = std::make_unique<serving::ModelRepository>(
+      serving::ModelRepository::Options{config_.model_repository, config_.memory_budget_bytes,
+                                        config_.load_on_demand},
+      std::move(loader), &metrics_);
+  // "*" in startup_models: every model in the repository.
+  std::vector<std::string> startup;
+  for (const std::string& name : config_.startup_models) {
+    if (name != "*") {
+      startup.push_back(name);
+      continue;
+    }
+    for (const serving::ModelSpec& spec : repository_->Scan()) {
+      if (std::find(startup.begin(), startup.end(), spec.name) == startup.end()) {
+        startup.push_back(spec.name);
+      }
+    }
+  }
+  if (config_.default_model.empty() && !startup.empty()) config_.default_model = startup.front();
+  config_.startup_models = startup;
+  serving::ServiceOptions so;
+  so.default_model = config_.default_model;
+  so.admin_token = config_.admin_token;
+  so.max_text_bytes = config_.max_text_bytes;
+  so.max_texts_per_call = config_.max_texts_per_call;
+  so.default_timeout = std::chrono::duration_cast<serving::Duration>(
+      std::chrono::duration<double, std::milli>(config_.default_timeout_ms));
+  so.log_requests = config_.log_requests;
+  service_ = std::make_unique<serving::Service>(so, repository_.get(), &metrics_, logger_);
+}
+
+Server::~Server() { Shutdown(); }
+
+void Server::SetHealth(bool serving) {
+  if (!grpc_ || !grpc_->server) return;
+  if (auto* health = grpc_->server->GetHealthCheckService()) {
+    // The default service knows only the names it has been told about.
+    for (const char* name : {"", "hotline.v1.Hotline", "inference.GRPCInferenceService"}) {
+      health->SetServingStatus(name, serving);
+    }
+  }
+}
+
+Status Server::Start() {
+  // gRPC: health and reflection are process-wide switches that must precede the builder.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc_ = std::make_unique<GrpcParts>();
+  grpc_->hotline = std::make_unique<HotlineGrpcService>(service_.get());
+  grpc_->kserve = std::make_unique<KServeGrpcService>(service_.get(), version_);
+  grpc::ServerBuilder builder;
+  const std::string address = config_.host + ":" + std::to_string(config_.grpc_port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.SetMaxReceiveMessageSize(config_.max_message_bytes);
+  builder.RegisterService(grpc_->hotline.get());
+  builder.RegisterService(grpc_->kserve.get());
+  grpc_->server = builder.BuildAndStart();
+  if (!grpc_->server || grpc_port_ == 0) {
+    throw Error("cannot listen for gRPC on " + address + " (port in use?)", Code::kUnavailable);
+  }
+  SetHealth(false);  // not serving until the startup models are warm
+  StartHttp();
+  if (logger_) {
+    logger_->Info("listening", {{"grpc", config_.host + ":" + std::to_string(grpc_port_)},
+                                {"http", config_.host + ":" + std::to_string(http_port_)}});
+  }
+  Status st = service_->Start(config_.startup_models);
+  SetHealth(true);
+  if (logger_) logger_->Info("ready", {{"ready", service_->ready()}});
+  return st;
+}
+
+void Server::StartHttp() {
+  http_ = std::make_unique<httplib::Server>();
+  const int threads = std::max(2, config_.http_threads);
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  http_->set_payload_max_length(size_t(config_.max_message_bytes));
+  http_->set_keep_alive_max_count(1000);
+  InstallHttpRoutes(*http_, *service_, registry_);
+  if (config_.http_port == 0) {
+    http_port_ = http_->bind_to_any_port(config_.host);
+  } else if (http_->bind_to_port(config_.host, config_.http_port)) {
+    http_port_ = config_.http_port;
+  }
+  if (http_port_ <= 0) {
+    throw Error("cannot listen for HTTP on " + config_.host + ":" +
+                    std::to_string(config_.http_port) + " (port in use?)",
+                Code::kUnavailable);
+  }
+  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void Server::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (logger_) logger_->Info("shutting_down", {});
+  service_->BeginShutdown();  // readiness false; new calls UNAVAILABLE
+  SetHealth(false);
+  if (grpc_ && grpc_->server) {
+    // Waits for calls in flight (the batchers keep answering them) up to the grace period, then
+    // cancels what is left.
+    grpc_->server->Shutdown(std::chrono::system_clock::now() +
+                            std::chrono::milliseconds(int64_t(config_.shutdown_grace_s * 1000)));
+    grpc_->server->Wait();
+  }
+  if (http_) {
+    http_->stop();
+    if (http_thread_.joinable()) http_thread_.join();
+  }
+  service_->FinishShutdown();  // answers anything still queued, unloads
+  if (logger_) logger_->Info("stopped", {});
+}
+
+}  // namespace hotline::frontends

@@ -1,0 +1,92 @@
+// `hotline serve`: the serving core behind gRPC (hotline.v1.Hotline, the KServe v2
+// GRPCInferenceService, grpc.health.v1.Health, server reflection) and HTTP (/v1/understand,
+// /metrics, /healthz, /readyz, /v2/health/*).
+//
+// Lifecycle: Start() binds both ports and serves liveness at once, loads and warms up the
+// startup models, then reports ready (health SERVING, /readyz 200). Shutdown() is graceful:
+// readiness goes false and new calls get UNAVAILABLE, calls in flight are answered, then the
+// listeners close and the models unload.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "serving/log.h"
+#include "serving/metrics.h"
+#include "serving/model.h"
+#include "serving/model_repository.h"
+#include "serving/service.h"
+#include "serving/serving_metrics.h"
+
+namespace grpc {
+class Server;
+}
+namespace httplib {
+class Server;
+}
+
+namespace hotline::frontends {
+
+// config/server.yaml. Every key is optional; the defaults are what `make run` uses.
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int grpc_port = 50051;  // 0: any free port (tests)
+  int http_port = 8080;
+  std::string model_repository = "models";
+  // Loaded (and warmed up) before ready; "*": every model in the repository.
+  std::vector<std::string> startup_models = {"*"};
+  std::string default_model;  // default: the first startup model
+  int64_t memory_budget_bytes = 0;
+  bool load_on_demand = true;
+  std::string admin_token;
+  int max_text_bytes = 16384;
+  int max_texts_per_call = 256;
+  int max_message_bytes = 4 << 20;  // gRPC receive limit and HTTP body limit
+  double default_timeout_ms = 0;
+  int http_threads = 16;
+  double shutdown_grace_s = 10;
+  bool log_requests = true;
+  serving::PipelineModelOptions pipeline;
+  // Throws hotline::Error naming the file and key.
+  static ServerConfig Load(const std::string& path);
+};
+
+class Server {
+ public:
+  // `loader` builds models (PipelineModelLoader for the real thing). `version`: ServerMetadata's.
+  Server(ServerConfig config, serving::ModelLoader loader, std::string version,
+         serving::Logger* logger);
+  ~Server();
+
+  // Throws hotline::Error(kUnavailable) when a port cannot be bound. Startup models that fail to
+  // load are logged and returned as the status; the server keeps running without them.
+  Status Start();
+  void Shutdown();
+
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_port_; }
+  serving::Service& service() { return *service_; }
+  serving::MetricsRegistry& metrics() { return registry_; }
+
+ private:
+  void StartHttp();
+  void SetHealth(bool serving);
+
+  ServerConfig config_;
+  std::string version_;
+  serving::Logger* logger_;
+  serving::MetricsRegistry registry_;
+  serving::ServingMetrics metrics_{registry_};
+  std::unique_ptr<serving::ModelRepository> repository_;
+  std::unique_ptr<serving::Service> service_;
+  struct GrpcParts;
+  std::unique_ptr<GrpcParts> grpc_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_;
+  int grpc_port_ = 0, http_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace hotline::frontends

@@ -1,0 +1,87 @@
+// The threaded plumbing around DecideBatch(): one bounded queue per model version and
+// `instances` worker threads, each of which takes the batch the policy chooses and executes it on
+// the model. Every admitted item's `done` is called exactly once, from a worker thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "serving/batch_policy.h"
+#include "serving/model.h"
+#include "serving/serving_metrics.h"
+
+namespace hotline::serving {
+
+struct ItemResult {
+  Status status;
+  nlu::Understanding understanding;
+  double queue_seconds = 0;    // admission to execution start
+  double compute_seconds = 0;  // duration of the execution that included this item
+  int batch_size = 0;          // texts in that execution
+};
+
+struct WorkItem {
+  std::string text;
+  int tokens = 1;  // EstimateTokens(text); Enqueue() fills it when 0
+  TimePoint enqueued{};
+  TimePoint deadline = TimePoint::max();
+  // Unset: the execution's wall-clock time. Items with different explicit reference times run in
+  // separate model calls of the same batch.
+  std::optional<std::chrono::system_clock::time_point> reference_time;
+  std::function<bool()> cancelled;       // optional; checked just before execution
+  std::function<void(ItemResult)> done;  // required; must not throw
+};
+
+class Batcher {
+ public:
+  // `model` must outlive the batcher. `metrics` may be null.
+  Batcher(std::string model_name, ServableModel* model, BatchingOptions options, int instances,
+          ServingMetrics* metrics);
+  ~Batcher();  // Stop()
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Admits all items or none: RESOURCE_EXHAUSTED when the queue lacks room for them, UNAVAILABLE
+  // after Stop(). On refusal no `done` is called. Sets `enqueued` to now.
+  Status Enqueue(std::vector<WorkItem> items);
+
+  // Stops admission, executes everything already queued (ignoring max_queue_delay), joins the
+  // workers. Idempotent. Must not be called from a `done` callback.
+  void Stop();
+
+  bool idle() const;       // nothing queued or executing
+  bool accepting() const;  // false once Stop() has begun
+  size_t queue_depth() const;
+  uint64_t executions() const { return executions_.load(); }
+  uint64_t inferences() const { return inferences_.load(); }
+
+ private:
+  void WorkerLoop();
+  void Execute(std::vector<WorkItem>& batch);
+  void Answer(WorkItem& item, ItemResult r);
+
+  const std::string model_name_;
+  ServableModel* const model_;
+  const BatchingOptions options_;
+  ServingMetrics* const metrics_;
+  Gauge* queue_depth_gauge_ = nullptr;
+  Gauge* in_flight_gauge_ = nullptr;
+
+  mutable std::mutex mu_;            // guards queue_, in_flight_, stopping_
+  std::condition_variable work_cv_;  // signalled on admission and on Stop()
+  std::deque<WorkItem> queue_;
+  int in_flight_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+  std::atomic<uint64_t> executions_{0}, inferences_{0};
+};
+
+}  // namespace hotline::serving

@@ -1,0 +1,357 @@
+// Every CUDA kernel against a plain CPU reference on fresh random inputs (normalised error:
+// fp32 1e-5, fp16 1e-2, bf16 4e-2), packed batches with lengths 1..max. Runs on a GPU machine
+// (scripts/device-check.sh); not registered in CTest.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+
+#include "engine/cuda/gemm.h"
+#include "engine/cuda/small_gemm.h"
+#include "tests/engine/cuda/reference.h"
+#include "tests/engine/cuda/test_util.h"
+
+namespace hotline::engine::cuda {
+namespace {
+
+using test::DevBuf;
+
+std::string Name(DType t) { return DTypeName(t); }
+
+struct GemmCase {
+  int M, K, N;
+};
+
+void CheckGemm(DType t, GemmEpilogue epi, int residual_mode, const GemmCase& gc, bool tune,
+               std::mt19937_64& rng) {
+  SCOPED_TRACE(Name(t) + " " + GemmEpilogueName(epi) + " residual " +
+               std::to_string(residual_mode) + " M=" + std::to_string(gc.M) + " K=" +
+               std::to_string(gc.K) + " N=" + std::to_string(gc.N) + (tune ? " tuned" : ""));
+  const int M = gc.M, K = gc.K, N = gc.N;
+  const float wscale = 1.f / std::sqrt(float(K));
+  std::vector<float> w = test::RandomVec(rng, size_t(K) * N, -wscale, wscale);
+  std::vector<float> bias = test::RandomVec(rng, N);
+  std::vector<float> x = test::RandomVec(rng, size_t(M) * K);
+  std::vector<float> r = test::RandomVec(rng, size_t(M) * N);
+  GemmTuningCache cache;
+  const bool has_bias = epi != GemmEpilogue::kNone;
+  Gemm g(w.data(), K, N, has_bias ? bias.data() : nullptr, epi, t, &cache, tune);
+  LtWorkspace ws;
+  auto dx = test::Upload(t, x);
+  auto dr = test::Upload(t, r);
+  DevBuf dy(size_t(M) * N * DTypeSize(t));
+  CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));  // poison: NaN in every element type
+  void* y = residual_mode == 2 ? dr->get() : dy.get();
+  if (residual_mode == 2 && epi != GemmEpilogue::kNone && epi != GemmEpilogue::kBias) {
+    EXPECT_THROW(g.Run(dx->get(), M, y, dr->get(), ws, nullptr), Error);  // documented limit
+    return;
+  }
+  g.Run(dx->get(), M, y, residual_mode ? dr->get() : nullptr, ws, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> got = test::Download(t, y, size_t(M) * N);
+
+  std::vector<float> want(size_t(M) * N);
+  ref::Linear(x.data(), M, K, w.data(), N, has_bias ? bias.data() : nullptr, want.data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    double v = want[i];
+    if (epi == GemmEpilogue::kBiasGelu) v = ref::Gelu(v);
+    if (epi == GemmEpilogue::kBiasGeluTanh) v = ref::GeluTanh(v);
+    if (epi == GemmEpilogue::kBiasTanh) v = std::tanh(v);
+    if (residual_mode) v += r[i];
+    want[i] = float(v);
+  }
+  EXPECT_LE(ref::RelErr(got, want), test::Tol(t));
+}
+
+TEST(CudaGemm, MatchesReferenceAllTypesEpiloguesResiduals) {
+  std::mt19937_64 rng(test::Seed());
+  const GemmCase shapes[] = {{1, 64, 96}, {37, 128, 40}, {64, 768, 768}};
+  const GemmEpilogue epis[] = {GemmEpilogue::kNone, GemmEpilogue::kBias, GemmEpilogue::kBiasGelu,
+                               GemmEpilogue::kBiasGeluTanh, GemmEpilogue::kBiasTanh};
+  for (DType t : test::AllTypes())
+    for (GemmEpilogue e : epis)
+      for (int res = 0; res < 3; ++res)
+        for (const auto& s : shapes) CheckGemm(t, e, res, s, /*tune=*/false, rng);
+}
+
+TEST(CudaGemm, TunedChoiceIsCorrectForBertShapes) {
+  std::mt19937_64 rng(test::Seed() + 1);
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    CheckGemm(t, GemmEpilogue::kBias, 0, {64, 768, 2304}, true, rng);
+    CheckGemm(t, GemmEpilogue::kBiasGeluTanh, 0, {512, 768, 3072}, true, rng);
+    CheckGemm(t, GemmEpilogue::kBias, 2, {300, 3072, 768}, true, rng);
+  }
+  CheckGemm(DType::kF32, GemmEpilogue::kBias, 1, {96, 768, 768}, true, rng);
+}
+
+// Our split-K small-M kernel directly (weights in its [N, K] layout), every split count.
+TEST(CudaSmallGemm, MatchesReferenceForFewRows) {
+  std::mt19937_64 rng(test::Seed() + 8);
+  const GemmEpilogue epis[] = {GemmEpilogue::kNone, GemmEpilogue::kBias, GemmEpilogue::kBiasGelu,
+                               GemmEpilogue::kBiasGeluTanh, GemmEpilogue::kBiasTanh};
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    for (auto [M, K, N] : {std::tuple{1, 768, 768}, {13, 768, 2304}, {64, 3072, 768},
+                           {64, 128, 64}}) {
+      for (int splits : SmallGemmSplits(K)) {
+        const GemmEpilogue e = epis[rng() % 5];
+        const bool with_res = rng() % 2;
+        SCOPED_TRACE(Name(t) + " M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" +
+                     std::to_string(N) + " splits=" + std::to_string(splits) + " " +
+                     GemmEpilogueName(e) + (with_res ? " +res" : ""));
+        ASSERT_TRUE(SmallGemmEligible(t, M, K, N));
+        const float ws_ = 1.f / std::sqrt(float(K));
+        std::vector<float> w_nk = test::RandomVec(rng, size_t(N) * K, -ws_, ws_);
+        std::vector<float> bias = test::RandomVec(rng, N), x = test::RandomVec(rng, size_t(M) * K);
+        std::vector<float> r = test::RandomVec(rng, size_t(M) * N);
+        auto dw = test::Upload(t, w_nk), db = test::Upload(t, bias), dx = test::Upload(t, x);
+        auto dr = test::Upload(t, r);
+        DevBuf dy(size_t(M) * N * DTypeSize(t)), dws(SmallGemmWorkspaceBytes(N, splits));
+        CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+        const bool has_bias = e != GemmEpilogue::kNone;
+        SmallGemm(t, dx->get(), M, K, dw->get(), N, has_bias ? db->get() : nullptr, e,
+                  with_res ? dr->get() : nullptr, dy.get(), splits, dws.get(), nullptr);
+        std::vector<float> got = test::Download(t, dy.get(), size_t(M) * N), want(got.size());
+        for (int m = 0; m < M; ++m) {
+          for (int n = 0; n < N; ++n) {
+            double v = has_bias ? bias[n] : 0.0;
+            for (int k = 0; k < K; ++k) v += double(x[size_t(m) * K + k]) * w_nk[size_t(n) * K + k];
+            if (e == GemmEpilogue::kBiasGelu) v = ref::Gelu(v);
+            if (e == GemmEpilogue::kBiasGeluTanh) v = ref::GeluTanh(v);
+            if (e == GemmEpilogue::kBiasTanh) v = std::tanh(v);
+            if (with_res) v += r[size_t(m) * N + n];
+            want[size_t(m) * N + n] = float(v);
+          }
+        }
+        EXPECT_LE(ref::RelErr(got, want), test::Tol(t));
+      }
+    }
+  }
+  EXPECT_FALSE(SmallGemmEligible(DType::kF32, 8, 768, 768));
+  EXPECT_FALSE(SmallGemmEligible(DType::kF16, 65, 768, 768));
+  EXPECT_FALSE(SmallGemmEligible(DType::kF16, 8, 760, 768));
+}
+
+TEST(CudaGemm, TuningCacheRoundTripsThroughAFile) {
+  std::mt19937_64 rng(test::Seed() + 2);
+  std::vector<float> w = test::RandomVec(rng, 256 * 512);
+  GemmTuningCache cache;
+  Gemm g(w.data(), 256, 512, nullptr, GemmEpilogue::kNone, DType::kF16, &cache, true);
+  LtWorkspace ws;
+  g.Prepare(128, false, ws, nullptr);
+  ASSERT_EQ(cache.size(), 1u);
+  const std::string path = "/tmp/hotline_gemm_cache_test.txt";
+  cache.Save(path);
+  GemmTuningCache loaded;
+  ASSERT_TRUE(loaded.Load(path));
+  ASSERT_EQ(loaded.size(), 1u);
+  const auto a = cache.Snapshot().begin()->second, b = loaded.Snapshot().begin()->second;
+  EXPECT_EQ(0, std::memcmp(&a.algo, &b.algo, sizeof(a.algo)));
+  EXPECT_EQ(a.desc, b.desc);
+  EXPECT_EQ(a.small_splits, b.small_splits);
+  EXPECT_GT(a.candidates, 1);  // timed several candidates
+}
+
+TEST(CudaLayerNorm, BiasResidualAndAliasing) {
+  std::mt19937_64 rng(test::Seed() + 3);
+  for (DType t : test::AllTypes()) {
+    for (int H : {1, 37, 256, 768, 1024}) {
+      for (int mode = 0; mode < 4; ++mode) {  // plain, +bias, +bias+residual, in place
+        SCOPED_TRACE(Name(t) + " H=" + std::to_string(H) + " mode " + std::to_string(mode));
+        const int rows = 1 + int(rng() % 150);
+        std::vector<float> x = test::RandomVec(rng, size_t(rows) * H, -3, 3);
+        std::vector<float> r = test::RandomVec(rng, size_t(rows) * H);
+        std::vector<float> b = test::RandomVec(rng, H);
+        std::vector<float> g = test::RandomVec(rng, H, 0.5f, 1.5f), be = test::RandomVec(rng, H);
+        auto dx = test::Upload(t, x);
+        auto dr = test::Upload(t, r);
+        auto db = test::Upload(t, b);
+        auto dg = test::UploadF32(g), dbe = test::UploadF32(be);
+        DevBuf dy(size_t(rows) * H * DTypeSize(t));
+        CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+        void* y = mode == 3 ? dx->get() : dy.get();
+        LayerNorm(t, dx->get(), mode >= 1 ? db->get() : nullptr, mode >= 2 ? dr->get() : nullptr,
+                  dg->as<float>(), dbe->as<float>(), 1e-5f, rows, H, y, nullptr);
+        std::vector<float> got = test::Download(t, y, size_t(rows) * H);
+        std::vector<float> want(got.size());
+        ref::LayerNorm(x.data(), mode >= 1 ? b.data() : nullptr, mode >= 2 ? r.data() : nullptr,
+                       g.data(), be.data(), 1e-5f, rows, H, want.data());
+        EXPECT_LE(ref::RelErr(got, want), test::Tol(t));
+      }
+    }
+  }
+}
+
+TEST(CudaEmbeddingLayerNorm, PackedBatchesWithAndWithoutTypes) {
+  std::mt19937_64 rng(test::Seed() + 4);
+  const int V = 1000, P = 130, TV = 2;
+  for (DType t : test::AllTypes()) {
+    for (int H : {64, 768}) {
+      for (int with_types = 0; with_types < 2; ++with_types) {
+        SCOPED_TRACE(Name(t) + " H=" + std::to_string(H) + " types " + std::to_string(with_types));
+        const int batch = 1 + int(rng() % 9), max_len = 1 + int(rng() % P);
+        std::vector<int32_t> cu = test::RandomCu(rng, batch, max_len);
+        const int T = cu.back();
+        std::vector<int32_t> ids(T), types(T);
+        for (auto& i : ids) i = int32_t(rng() % V);
+        for (auto& i : types) i = int32_t(rng() % TV);
+        std::vector<float> word = test::RandomVec(rng, size_t(V) * H),
+                           pos = test::RandomVec(rng, size_t(P) * H),
+                           type = test::RandomVec(rng, size_t(TV) * H),
+                           g = test::RandomVec(rng, H, 0.5f, 1.5f), b = test::RandomVec(rng, H);
+        auto dw = test::Upload(t, word), dp = test::Upload(t, pos), dt = test::Upload(t, type);
+        auto dg = test::UploadF32(g), db = test::UploadF32(b);
+        auto dids = test::UploadRaw(ids), dtypes = test::UploadRaw(types);
+        auto dcu = test::UploadRaw(cu);
+        DevBuf dy(size_t(T) * H * DTypeSize(t));
+        CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+        EmbeddingLayerNorm(t, dids->as<int32_t>(), with_types ? dtypes->as<int32_t>() : nullptr,
+                           dcu->as<int32_t>(), batch, T, dw->get(), V, dp->get(), P, dt->get(), TV,
+                           dg->as<float>(), db->as<float>(), 1e-12f, H, dy.get(), nullptr);
+        std::vector<float> got = test::Download(t, dy.get(), size_t(T) * H);
+        std::vector<float> want(got.size());
+        ref::Embed(ids.data(), with_types ? types.data() : nullptr, cu.data(), batch, word.data(),
+                   pos.data(), type.data(), g.data(), b.data(), 1e-12f, H, want.data());
+        EXPECT_LE(ref::RelErr(got, want), test::Tol(t));
+      }
+    }
+  }
+}
+
+void CheckAttention(DType t, int heads, int D, int batch, int max_len, std::mt19937_64& rng) {
+  SCOPED_TRACE(Name(t) + " heads=" + std::to_string(heads) + " D=" + std::to_string(D) +
+               " batch=" + std::to_string(batch) + " max_len=" + std::to_string(max_len) +
+               (AttentionHasFastPath(t, D) ? " (tensor cores)" : " (exact kernel)"));
+  std::vector<int32_t> cu = test::RandomCu(rng, batch, max_len);
+  const int T = cu.back(), extra = 5;  // rows past the last sequence must stay untouched
+  const int HD = heads * D;
+  std::vector<float> qkv = test::RandomVec(rng, size_t(T + extra) * 3 * HD, -2.f, 2.f);
+  auto dq = test::Upload(t, qkv);
+  auto dcu = test::UploadRaw(cu);
+  DevBuf dctx(size_t(T + extra) * HD * DTypeSize(t));
+  CUDA_CHECK(cudaMemset(dctx.get(), 0xff, dctx.bytes()));
+  const float scale = 1.f / std::sqrt(float(D));
+  // Launch bound larger than the real maximum, as a graph bucket does.
+  Attention(t, dq->get(), dcu->as<int32_t>(), batch, max_len + 17, heads, D, scale, dctx.get(),
+            nullptr);
+  std::vector<float> got = test::Download(t, dctx.get(), size_t(T + extra) * HD);
+  std::vector<float> want(size_t(T) * HD);
+  ref::Attention(qkv.data(), cu.data(), batch, heads, D, scale, want.data());
+  std::vector<float> got_rows(got.begin(), got.begin() + size_t(T) * HD);
+  EXPECT_LE(ref::RelErr(got_rows, want), test::Tol(t));
+  for (size_t i = size_t(T) * HD; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isnan(got[i])) << "row " << i / HD
+                                    << " belongs to no sequence but was written";
+  }
+}
+
+TEST(CudaAttention, PackedVariableLengthsAllTypesAndHeadSizes) {
+  std::mt19937_64 rng(test::Seed() + 5);
+  for (DType t : test::AllTypes()) {
+    for (int D : {32, 64, 128, 48, 80}) {
+      for (int max_len : {1, 17, 64, 65, 128, 200}) {
+        CheckAttention(t, D == 64 ? 12 : 3, D, 1 + int(rng() % 6), max_len, rng);
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, EveryLengthUpTo130AtHead64) {
+  std::mt19937_64 rng(test::Seed() + 6);
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    std::vector<int32_t> lens;
+    for (int L = 1; L <= 130; ++L) lens.push_back(L);
+    std::vector<int32_t> cu(1, 0);
+    for (int L : lens) cu.push_back(cu.back() + L);
+    const int batch = int(lens.size()), heads = 2, D = 64, HD = heads * D, T = cu.back();
+    std::vector<float> qkv = test::RandomVec(rng, size_t(T) * 3 * HD, -2.f, 2.f);
+    auto dq = test::Upload(t, qkv);
+    auto dcu = test::UploadRaw(cu);
+    DevBuf dctx(size_t(T) * HD * DTypeSize(t));
+    const float scale = 0.125f;
+    Attention(t, dq->get(), dcu->as<int32_t>(), batch, 130, heads, D, scale, dctx.get(), nullptr);
+    std::vector<float> got = test::Download(t, dctx.get(), size_t(T) * HD), want(got.size());
+    ref::Attention(qkv.data(), cu.data(), batch, heads, D, scale, want.data());
+    // Per sequence, so a wrong tile boundary at any length shows up.
+    for (int b = 0; b < batch; ++b) {
+      std::vector<float> g(got.begin() + size_t(cu[b]) * HD, got.begin() + size_t(cu[b + 1]) * HD);
+      std::vector<float> w(want.begin() + size_t(cu[b]) * HD,
+                           want.begin() + size_t(cu[b + 1]) * HD);
+      EXPECT_LE(ref::RelErr(g, w), test::Tol(t)) << Name(t) << " length " << lens[b];
+    }
+  }
+}
+
+TEST(CudaHeads, SoftmaxArgmaxAndGather) {
+  std::mt19937_64 rng(test::Seed() + 7);
+  for (DType t : test::AllTypes()) {
+    for (int n : {1, 5, 41, 64, 100}) {
+      SCOPED_TRACE(Name(t) + " n=" + std::to_string(n));
+      const int rows = 1 + int(rng() % 300), ld = (n + 7) / 8 * 8;
+      std::vector<float> x = test::RandomVec(rng, size_t(rows) * ld, -5, 5);
+      auto dx = test::Upload(t, x);
+      DevBuf dl(size_t(rows) * n * 4), dp(size_t(rows) * n * 4), da(size_t(rows) * 4);
+      SoftmaxArgmax(t, dx->get(), rows, n, ld, dl.as<float>(), dp.as<float>(), da.as<int32_t>(),
+                    nullptr);
+      std::vector<float> l(size_t(rows) * n), p(size_t(rows) * n);
+      std::vector<int32_t> a(rows);
+      CUDA_CHECK(cudaMemcpy(l.data(), dl.get(), l.size() * 4, cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(p.data(), dp.get(), p.size() * 4, cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(a.data(), da.get(), a.size() * 4, cudaMemcpyDeviceToHost));
+      for (int r = 0; r < rows; ++r) {
+        const float* xr = &x[size_t(r) * ld];
+        int best = 0;
+        double mx = xr[0], sum = 0;
+        for (int i = 1; i < n; ++i) if (xr[i] > xr[best]) best = i, mx = xr[i];
+        for (int i = 0; i < n; ++i) sum += std::exp(xr[i] - mx);
+        ASSERT_EQ(a[r], best) << "row " << r;
+        for (int i = 0; i < n; ++i) {
+          ASSERT_EQ(l[size_t(r) * n + i], xr[i]);
+          ASSERT_NEAR(p[size_t(r) * n + i], std::exp(xr[i] - mx) / sum, 1e-5);
+        }
+      }
+    }
+    // [CLS] gather.
+    std::vector<int32_t> cu = test::RandomCu(rng, 7, 20);
+    const int T = cu.back(), H = 48;
+    std::vector<float> x = test::RandomVec(rng, size_t(T) * H);
+    auto dx = test::Upload(t, x);
+    auto dcu = test::UploadRaw(cu);
+    DevBuf dy(size_t(7) * H * DTypeSize(t));
+    GatherFirstToken(t, dx->get(), dcu->as<int32_t>(), 7, T, H, dy.get(), nullptr);
+    std::vector<float> got = test::Download(t, dy.get(), size_t(7) * H);
+    for (int b = 0; b < 7; ++b)
+      for (int i = 0; i < H; ++i) ASSERT_EQ(got[size_t(b) * H + i], x[size_t(cu[b]) * H + i]);
+  }
+}
+
+TEST(CudaErrors, BadArgumentsThrowHotlineErrors) {
+  EXPECT_THROW(Attention(DType::kF16, nullptr, nullptr, 1, 8, 2, 300, 1.f, nullptr, nullptr),
+               Error);
+  EXPECT_THROW(LayerNorm(DType::kF32, nullptr, nullptr, nullptr, nullptr, nullptr, 1e-5f, 4, 0,
+                         nullptr, nullptr),
+               Error);
+  std::vector<int32_t> cu = {0, 3, 2};
+  EXPECT_THROW(CheckPackedBatch(cu.data(), 2, 8, 16), Error);
+  cu = {0, 3, 20};
+  EXPECT_THROW(CheckPackedBatch(cu.data(), 2, 8, 16), Error);
+  EXPECT_EQ(CheckPackedBatch(cu.data(), 2, 8, 17), 17);
+  GemmTuningCache cache;
+  std::vector<float> w(4);
+  EXPECT_THROW(Gemm(w.data(), 0, 4, nullptr, GemmEpilogue::kNone, DType::kF16, &cache, false),
+               Error);
+  // A failing CUDA call: the message names the file and line and CUDA's own text.
+  try {
+    CUDA_CHECK(cudaMemcpy(nullptr, reinterpret_cast<void*>(8), 16, cudaMemcpyDeviceToDevice));
+    FAIL() << "expected a throw";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("kernels_test.cc:"), std::string::npos) << m;
+    EXPECT_NE(m.find("cudaMemcpy"), std::string::npos) << m;
+  }
+  cudaGetLastError();  // clear the sticky-free error state of the failed call
+}
+
+}  // namespace
+}  // namespace hotline::engine::cuda

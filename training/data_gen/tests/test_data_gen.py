@@ -1,0 +1,296 @@
+"""Tests for the hotline data generator, validator and near-duplicate report.
+
+Run: python -m pytest -q training/data_gen/tests/test_data_gen.py
+"""
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEN_DIR = os.path.dirname(HERE)
+REPO = os.path.abspath(os.path.join(GEN_DIR, "..", ".."))
+DATA = os.path.join(REPO, "data", "hotline")
+sys.path.insert(0, GEN_DIR)
+
+import augment  # noqa: E402
+import label_consistency  # noqa: E402
+import near_dup  # noqa: E402
+import pools  # noqa: E402
+import template  # noqa: E402
+import validate  # noqa: E402
+from taxonomy import Taxonomy  # noqa: E402
+
+TAX = Taxonomy()
+
+
+def run(script, *args):
+    return subprocess.run([sys.executable, os.path.join(GEN_DIR, script), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def write_jsonl(path, objs):
+    with open(path, "w", encoding="utf-8") as f:
+        for o in objs:
+            f.write((o if isinstance(o, str) else json.dumps(o, ensure_ascii=False)) + "\n")
+
+
+# ------------------------------------------------------------------ taxonomy
+
+def test_taxonomy_matches_yaml_text():
+    text = open(os.path.join(REPO, "config", "taxonomy", "hotline.yaml"), encoding="utf-8").read()
+    ids = re.findall(r"^\s*- \{id: ([a-z_]+),", text, re.M)
+    assert TAX.intent_ids == ids and len(ids) == 55
+    assert TAX.slots[0] == "person_name" and TAX.slots[-1] == "item" and len(TAX.slots) == 12
+    assert TAX.intent_by_id["taxi_complaint"]["required_slots"] == ["plate_number"]
+    assert TAX.intent_by_id["greeting"]["kind"] == "dialog"
+
+
+# ------------------------------------------------------------------ validator
+
+GOOD = {"text": "朝阳区建国路88号工地晚上十一点还在打桩", "intent": "construction_noise",
+        "slots": [{"type": "district", "start": 0, "end": 3, "value": "朝阳区"},
+                  {"type": "address", "start": 3, "end": 9, "value": "建国路88号"},
+                  {"type": "time", "start": 11, "end": 16, "value": "晚上十一点"}]}
+
+
+def bad(**changes):
+    ex = json.loads(json.dumps(GOOD))
+    for k, v in changes.items():
+        ex[k] = v
+    return ex
+
+
+def slot(t, s, e, text):
+    return {"type": t, "start": s, "end": e, "value": text[s:e]}
+
+
+@pytest.mark.parametrize("ex,needle", [
+    (bad(intent="noise"), "unknown intent 'noise'"),
+    (bad(slots=[{"type": "street", "start": 0, "end": 3, "value": "朝阳区"}]), "unknown slot type"),
+    (bad(slots=[{"type": "district", "start": 0, "end": 3, "value": "朝阳"}]), "text[0:3] is '朝阳区'"),
+    (bad(slots=[{"type": "district", "start": 5, "end": 40, "value": "x"}]), "expected 0 <= start < end"),
+    (bad(slots=[slot("district", 0, 3, GOOD["text"]), slot("address", 2, 9, GOOD["text"])]), "overlap"),
+    (bad(text="工地在建国路88号", slots=[slot("address", 2, 9, "工地在建国路88号")]), "starts with '在'"),
+    (bad(text="建国路88号的工地", slots=[slot("address", 0, 7, "建国路88号的工地")]), "ends with '的'"),
+    (bad(text="打桩 建国路88号", slots=[slot("address", 2, 9, "打桩 建国路88号")]), "starts with ' '"),
+    (bad(text="建国路88号，工地", slots=[slot("address", 0, 7, "建国路88号，工地")]), "ends with '，'"),
+    (bad(text=""), "non-empty string 'text'"),
+    (bad(extra=1), "unexpected keys"),
+    ([1, 2], "expected a JSON object"),
+])
+def test_validator_rejects(ex, needle):
+    errs = validate.check_example(ex, TAX, labelled=True)
+    assert any(needle in e for e in errs), errs
+
+
+def test_validator_accepts_good_and_edge_words():
+    assert validate.check_example(GOOD, TAX, True) == []
+    text = "星空网吧里有人抽烟"
+    ex = {"text": text, "intent": "consumer_complaint", "slots": [slot("organization", 0, 4, text)]}
+    assert validate.check_example(ex, TAX, True) == []
+    assert validate.check_example({"text": "你好"}, TAX, labelled=False) == []
+    assert validate.check_example({"text": "你好", "intent": "greeting"}, TAX, labelled=False)
+
+
+def test_validator_cli_exit_codes(tmp_path):
+    good = tmp_path / "dev.jsonl"
+    write_jsonl(good, [GOOD])
+    r = run("validate.py", str(good))
+    assert r.returncode == 0, r.stderr
+    broken = tmp_path / "test.jsonl"
+    write_jsonl(broken, [GOOD, "{not json", bad(intent="nope")])
+    r = run("validate.py", str(good), str(broken))
+    assert r.returncode == 1
+    assert "test.jsonl:2: invalid JSON" in r.stderr and "test.jsonl:3: unknown intent" in r.stderr
+    train = tmp_path / "train.jsonl"  # one utterance of one intent: every other intent is short
+    write_jsonl(train, [GOOD])
+    r = run("validate.py", str(train), "--min-train", "1")
+    assert r.returncode == 1 and "intent pension_inquiry has 0 utterances" in r.stderr
+    r = run("validate.py", str(tmp_path / "missing.jsonl"))
+    assert r.returncode == 1 and "cannot open" in r.stderr
+
+
+# ------------------------------------------------------------------ pools
+
+def test_id_check_digit_against_standard_examples():
+    # Examples printed in GB 11643-1999 and widely quoted.
+    assert pools.id_check_digit("11010519491231002") == "X"
+    assert pools.id_check_digit("44052418800101001") == "4"
+    # Hand computation: 1*7+1*9+0*10+1*5+0*8+5*4+1*2+9*1+8*6+8*3+0*7+6*9+0*10+7*5+1*8+2*4+3*2
+    # = 235; 235 % 11 = 4 -> "10X98765432"[4] = '8'.
+    assert pools.id_check_digit("11010519880607123") == "8"
+
+
+def test_generated_ids_are_mostly_valid():
+    rng = random.Random(7)
+    plain = [v for v in (pools.id_number(rng) for _ in range(3000)) if re.fullmatch(r"\d{17}[\dXx]", v)]
+    assert len(plain) > 1800
+    valid = sum(pools.id_check_digit(v[:17]) == v[17].upper() for v in plain)
+    assert 0.85 < valid / len(plain) < 0.97  # about 8 % deliberately invalid
+
+
+@pytest.mark.parametrize("n,zh", [(0, "零"), (10, "十"), (15, "十五"), (105, "一百零五"), (2000, "两千"),
+                                  (1010, "一千零一十"), (35000, "三万五千"), (10500, "一万零五百"),
+                                  (20000, "两万"), (250000, "二十五万")])
+def test_num_zh(n, zh):
+    assert pools.num_zh(n) == zh
+
+
+def test_pool_values_have_clean_edges_and_cover_the_country():
+    rng = random.Random(3)
+    for label, variants in template.SLOT_VARIANTS.items():
+        for v in variants:
+            for _ in range(300):
+                val = template.slot_value(label, v, rng)
+                assert val and not validate._bad_edge_char(val[0]) or val.startswith(validate.EDGE_WORDS_START), (label, v, val)
+                assert not validate._bad_edge_char(val[-1]) or val.endswith(validate.EDGE_WORDS_END), (label, v, val)
+    plates = {pools.plate_number(rng)[0] for _ in range(3000)}
+    assert len(plates) == 31
+    assert len({c for c, _ in pools.ALL_DISTRICTS}) >= 60
+
+
+# ------------------------------------------------------------------ templates and augmentation
+
+def test_template_parse_and_expand():
+    nodes = template.parse_line("[请问|]{district}[的{address/road}|]停水{item:水表|水管}", "t:1")
+    rng = random.Random(1)
+    seen_opts = set()
+    for _ in range(200):
+        segs = template.expand(nodes, rng)
+        labels = [l for _, l in segs if l]
+        assert labels[0] == "district" and labels[-1] == "item"
+        assert segs[-1][0] in ("水表", "水管")
+        seen_opts.add(("address" in labels, segs[0][0].startswith("请问")))
+    assert len(seen_opts) == 4  # both optional parts are sometimes present, sometimes not
+
+
+@pytest.mark.parametrize("line,needle", [
+    ("{street}", "unknown slot or macro"), ("{address/moon}", "unknown variant"),
+    ("{time", "unclosed"), ("[a|b", "unclosed '['"), ("a]b", "unexpected"),
+    ("{item:的卡}", "starts/ends with a particle"), ("{foo:a|b}", "unknown slot type"),
+])
+def test_template_errors(line, needle):
+    with pytest.raises(template.TemplateError, match=re.escape(needle)):
+        template.parse_line(line, "t:1")
+
+
+def test_augmentation_keeps_spans_exact():
+    tf_lines = ["{place}的工地{time/night}还在施工，吵得[人|我们]睡不着，我再说一遍在{place}",
+                "我的身份证是{id_number}，电话{phone}，怎么办什么时候能好",
+                "{organization/employer}欠我{amount}，没有人管，我知道你们在忙"]
+    rng = random.Random(11)
+    changed = contacts = 0
+    for line in tf_lines:
+        nodes = template.parse_line(line, "t")
+        for kind in ("answer", "dispatch", "dialog"):
+            for _ in range(300):
+                segs = template.expand(nodes, rng)
+                before = [(t, l) for t, l in segs if l]
+                ex = augment.to_example(augment.augment(segs, rng, kind))
+                after = [(s["value"], s["type"]) for s in ex["slots"]]
+                # Template slots survive unchanged and in order; augmentation may only append
+                # contact details (name / phone / ID) after them.
+                assert after[:len(before)] == before
+                assert all(t in ("person_name", "phone", "id_number") for _, t in after[len(before):])
+                contacts += len(after) > len(before)
+                assert validate.check_example(dict(ex, intent="pension_inquiry"), TAX, True) == []
+                changed += ex["text"] != "".join(t for t, _ in segs)
+    assert changed > 1500  # most utterances are actually augmented
+    assert 20 < contacts < 300
+
+
+# ------------------------------------------------------------------ generator end to end
+
+def _tiny_templates(tmp_path):
+    d = tmp_path / "templates"
+    d.mkdir()
+    (d / "water_outage.txt").write_text(
+        "# comment\n## train\n"
+        "{place}停水了[甲|乙|丙|丁]\n{place}没水[一|二|三|四]，{time}开始的\n水压低[子|丑|寅|卯]{place}\n"
+        "## heldout\n{place}自来水发黄[东|西|南|北]\n{place}断水了[春|夏|秋|冬]\n", encoding="utf-8")
+    (d / "greeting.txt").write_text(
+        "## train\n[你好|您好|喂你好|喂][啊|呀|]\n[早上好|下午好|晚上好][啊|]\n"
+        "## heldout\n[哈喽|嗨][你好|][啊|]\n[在吗|有人吗][喂|]\n", encoding="utf-8")
+    return d
+
+
+def test_generator_deterministic_and_splits_held_apart(tmp_path):
+    d = _tiny_templates(tmp_path)
+    outs = []
+    for k in range(2):
+        out = tmp_path / f"out{k}"
+        r = run("generate.py", "--out", str(out), "--templates", str(d), "--train-per-intent", "40",
+                "--heldout-per-intent", "10", "--calib-per-intent", "5")
+        assert r.returncode == 0, r.stderr
+        outs.append({s: (out / f"{s}.jsonl").read_text(encoding="utf-8")
+                     for s in ("train", "dev", "test", "calib")})
+    assert outs[0] == outs[1]
+    data = {s: [json.loads(l) for l in t.splitlines()] for s, t in outs[0].items()}
+    keys = {s: {validate_key(e["text"]) for e in v} for s, v in data.items()}
+    assert not keys["train"] & keys["dev"] and not keys["train"] & keys["test"]
+    assert not keys["dev"] & keys["test"]
+    for ex in data["dev"] + data["test"]:
+        if ex["intent"] == "water_outage":
+            assert ("发黄" in ex["text"]) != ("断水" in ex["text"])
+            assert not re.search("停水|没水|水压低", ex["text"])
+    # dev takes heldout template 1, test template 2.
+    assert all("断水" not in e["text"] for e in data["dev"] if e["intent"] == "water_outage")
+    assert all("发黄" not in e["text"] for e in data["test"] if e["intent"] == "water_outage")
+    assert all(set(e) == {"text"} for e in data["calib"])
+    r = run("validate.py", *(str(tmp_path / "out0" / f"{s}.jsonl") for s in ("dev", "test", "calib")))
+    assert r.returncode == 0, r.stderr
+
+
+def validate_key(text):
+    return re.sub(r"[\s，。？！、；：,.?!;:…~]+", "", text)
+
+
+def test_near_dup_report_counts_a_planted_copy(tmp_path):
+    tr = [{"text": "朝阳区建国路88号停水了三天了怎么回事", "intent": "water_outage",
+           "slots": [slot("district", 0, 3, "朝阳区建国路88号停水了三天了怎么回事")]},
+          {"text": "我家楼上漏水渗到天花板上了", "intent": "house_leak_repair", "slots": []}]
+    dv = [{"text": "海淀区建国路88号停水了三天了怎么回事", "intent": "water_outage",
+           "slots": [slot("district", 0, 3, "海淀区建国路88号停水了三天了怎么回事")]},
+          {"text": "电梯坏了没人修", "intent": "elevator_fault", "slots": []}]
+    write_jsonl(tmp_path / "train.jsonl", tr)
+    write_jsonl(tmp_path / "dev.jsonl", dv)
+    rates, conflicts = near_dup.report(str(tmp_path), 0.6, 0, out=open(os.devnull, "w"))
+    assert rates == {"dev": 0.5} and conflicts == 0
+
+
+def test_label_consistency_finds_unlabelled_copies(tmp_path):
+    t1, t2 = "我的会员卡退不了", "会员卡的钱不退"
+    exs = [{"text": t1, "intent": "prepaid_card_refund", "slots": [slot("item", 2, 5, t1)]},
+           {"text": t2, "intent": "prepaid_card_refund", "slots": []}]
+    write_jsonl(tmp_path / "train.jsonl", exs)
+    rows = label_consistency.report(str(tmp_path / "train.jsonl"), 1, 5, out=open(os.devnull, "w"))
+    assert [(r[1], r[2], r[3]) for r in rows] == [(("item", "会员卡"), 1, 1)]
+
+
+# ------------------------------------------------------------------ the shipped dataset
+
+SPLITS = ["train", "dev", "test", "calib"]
+
+
+def test_shipped_dataset_is_valid():
+    files = [os.path.join(DATA, f"{s}.jsonl") for s in SPLITS]
+    missing = [f for f in files if not os.path.exists(f)]
+    assert not missing, f"dataset files missing: {missing}; run training/data_gen/generate.py"
+    r = run("validate.py", *files)
+    assert r.returncode == 0, r.stdout + r.stderr
+    calib = open(files[3], encoding="utf-8").read().splitlines()
+    assert len(calib) >= 1000
+
+
+def test_shipped_dataset_is_what_the_generator_makes(tmp_path):
+    r = run("generate.py", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    for s in SPLITS:
+        with open(os.path.join(DATA, f"{s}.jsonl"), encoding="utf-8") as a, \
+                open(tmp_path / f"{s}.jsonl", encoding="utf-8") as b:
+            assert a.read() == b.read(), f"{s}.jsonl differs from a fresh generate.py run: regenerate"

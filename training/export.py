@@ -1,0 +1,258 @@
+"""Export a training run to a model folder the C++ pipeline serves.
+
+  python3 training/export.py --run build-train/run1 --vocab models/default/vocab.txt \\
+      --data data/hotline --out models/default
+
+Writes OUT/{model.onnx, vocab.txt, labels.json, model.yaml, taxonomy.yaml, README.md}.
+model.onnx: opset 14, inputs input_ids / attention_mask / token_type_ids (int64 [batch, seq]),
+outputs intent_logits [batch, n_intents] and slot_logits [batch, seq, n_tags], dynamic batch and
+seq axes. Parity: ONNX Runtime against PyTorch on the whole test set (max abs / rel difference,
+same argmax); the export fails if they disagree. The model card's figures are computed here from
+the ONNX Runtime outputs on dev and test.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import REPO, TAXONOMY, Encoder, Taxonomy, decode_spans, metrics, read_jsonl  # noqa
+from model import BertJoint, load_weights  # noqa: E402
+
+MAX_ONNX_BYTES = 25 * 10**6
+ATOL = 1e-3  # fp32 ONNX Runtime vs PyTorch logits; observed differences are ~1e-5
+
+
+def load_run(run_dir):
+    with open(os.path.join(run_dir, "config.json")) as f:
+        cfg = json.load(f)
+    model = BertJoint(cfg["vocab_size"], cfg["n_intents"], cfg["n_tags"], cfg["layers"],
+                      cfg["hidden"], cfg["heads"], cfg["ffn"], dropout=0.0)
+    load_weights(model, run_dir)
+    model.eval()
+    return model, cfg
+
+
+def export_onnx(model, path, opset=14):
+    ids = torch.tensor([[2, 10, 11, 12, 3], [2, 13, 3, 0, 0]], dtype=torch.long)
+    mask = (ids != 0).long()
+    tt = torch.zeros_like(ids)
+    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+           "token_type_ids": {0: "batch", 1: "seq"}, "intent_logits": {0: "batch"},
+           "slot_logits": {0: "batch", 1: "seq"}}
+    with torch.no_grad():
+        torch.onnx.export(model, (ids, mask, tt), path, opset_version=opset,
+                          input_names=["input_ids", "attention_mask", "token_type_ids"],
+                          output_names=["intent_logits", "slot_logits"],
+                          dynamic_axes=dyn, do_constant_folding=True)
+    import onnx
+    m = onnx.load(path)
+    onnx.checker.check_model(m)
+    size = os.path.getsize(path)
+    if size > MAX_ONNX_BYTES:
+        raise ValueError(f"{path} is {size} bytes, expected at most {MAX_ONNX_BYTES}")
+    return size
+
+
+def batches(examples, pad, size=32):
+    for b in range(0, len(examples), size):
+        chunk = examples[b:b + size]
+        n = max(len(e["ids"]) for e in chunk)
+        ids = np.full((len(chunk), n), pad, dtype=np.int64)
+        mask = np.zeros((len(chunk), n), dtype=np.int64)
+        for i, e in enumerate(chunk):
+            ids[i, :len(e["ids"])] = e["ids"]
+            mask[i, :len(e["ids"])] = 1
+        yield chunk, ids, mask, np.zeros_like(ids)
+
+
+def run_parity(model, onnx_path, examples, pad, tax):
+    """ORT vs PyTorch on `examples`; returns (report, intent preds, span preds) from ORT."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    max_abs, max_rel, mismatches, ties = 0.0, 0.0, 0, 0
+    intents, spans = [], []
+    for chunk, ids, mask, tt in batches(examples, pad):
+        oi, os_ = sess.run(["intent_logits", "slot_logits"],
+                           {"input_ids": ids, "attention_mask": mask, "token_type_ids": tt})
+        with torch.no_grad():
+            ti, ts = model(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(tt))
+        ti, ts = ti.numpy(), ts.numpy()
+        m = mask.astype(bool)
+        for o, t in ((oi, ti), (os_[m], ts[m])):  # slot logits: real tokens only
+            d = np.abs(o - t)
+            max_abs = max(max_abs, float(d.max()))
+            max_rel = max(max_rel, float((d / (np.abs(t) + 1e-3)).max()))
+            same = o.argmax(-1) == t.argmax(-1)
+            if not same.all():
+                # Only a near-tie may flip: the top two PyTorch logits within the tolerance.
+                top2 = np.sort(t[~same], axis=-1)[:, -2:]
+                if (top2[:, 1] - top2[:, 0] > 2 * ATOL).any():
+                    mismatches += int((~same).sum())
+                else:
+                    ties += int((~same).sum())
+        intents += oi.argmax(-1).tolist()
+        tags = os_.argmax(-1)
+        for i, e in enumerate(chunk):
+            spans.append(decode_spans(tags[i, :len(e["ids"])].tolist(), e["offsets"], tax.tags))
+    rep = {"n": len(examples), "max_abs_diff": max_abs, "max_rel_diff": max_rel,
+           "argmax_mismatches": mismatches, "near_tie_flips": ties}
+    return rep, intents, spans
+
+
+def write_card(out, cfg, size, dev, test, parity, n_params):
+    a = cfg["args"]
+    lines = [
+        "# default: the shipped Hotline NLU model",
+        "",
+        "Joint intent + slot model for the 12345 hotline taxonomy (`taxonomy.yaml`, 55 intents,",
+        "12 slot types as 25 BIO tags). A BERT-style encoder trained from scratch (no pretrained",
+        "weights), character vocabulary (`vocab.txt`: GB 2312's 6,763 hanzi, symbols, digits,",
+        "Latin letters and their `##` word pieces).",
+        "",
+        "## Model",
+        "",
+        f"- {cfg['layers']} post-LN layers, hidden {cfg['hidden']}, {cfg['heads']} heads, FFN "
+        f"{cfg['ffn']}, exact GELU, LayerNorm eps 1e-12; pooler (dense + tanh) on [CLS] feeds the "
+        "intent head, the slot head reads every token.",
+        f"- {n_params:,} parameters; `model.onnx` {size / 1e6:.1f} MB (fp32, opset 14; inputs "
+        "`input_ids`, `attention_mask`, `token_type_ids` int64 [batch, seq]; outputs "
+        "`intent_logits` [batch, 55], `slot_logits` [batch, seq, 25]).",
+        f"- Vocabulary: {cfg['vocab_size']} tokens. Tokenisation: full-width ASCII folded to ASCII, "
+        "then `BertTokenizer(vocab.txt, do_lower_case=True)`, [CLS] text [SEP], at most "
+        f"{cfg['max_length']} tokens.",
+        "- Slot decoding: a span starts at B-x (or at an I-x that does not continue an x span) and "
+        "grows over the following I-x tokens; offsets are code points of the original text.",
+        "",
+        "## Data and training",
+        "",
+        f"- `data/hotline/` (see its generator under `training/data_gen/`): {a.get('max_lines') or 'all'}"
+        f" lines of train.jsonl ({cfg.get('n_train', '?')} lines), dev for model selection, "
+        "test for the figures below; calib.jsonl (unlabelled) only in MLM pretraining.",
+        f"- MLM pretraining steps: {a['mlm_steps']}; fine-tuning {a['epochs']} epochs, batch "
+        f"{a['batch_size']}, AdamW lr {a['lr']} (warmup {a['warmup']}, linear decay), weight decay "
+        f"{a['weight_decay']}, dropout {a['dropout']}, seed {a['seed']}; augmentation: slot value "
+        f"swap {a['aug_swap']}, character dropout {a['aug_drop']}, filler insertion "
+        f"{a['aug_filler']}. Best dev epoch: {cfg['best_epoch']}. Trained on {cfg['device']} "
+        f"with torch {cfg['torch']}.",
+    ] + ([f"- {note}" for note in cfg.get("notes", [])]) + [
+        "- Command:",
+        "",
+        "```",
+        "python3 training/make_vocab.py --out models/default/vocab.txt --data data/hotline/*.jsonl",
+        cfg.get("command", "(not recorded)"),
+        "python3 training/export.py --run RUN --vocab models/default/vocab.txt --data data/hotline "
+        "--out models/default",
+        "```",
+        "",
+        "## Figures (Python side: ONNX Runtime on this folder's model.onnx)",
+        "",
+        "| split | lines | intent accuracy | slot precision | slot recall | slot F1 |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, m in (("dev", dev), ("test", test)):
+        lines.append(f"| {name} | {m['n']} | {m['intent_accuracy']:.4f} | "
+                     f"{m['slot_precision']:.4f} | {m['slot_recall']:.4f} | {m['slot_f1']:.4f} |")
+    lines += ["", f"Export parity on test ({parity['n']} lines): max |ORT - PyTorch| "
+              f"{parity['max_abs_diff']:.2e}, max relative {parity['max_rel_diff']:.2e}, argmax "
+              f"mismatches {parity['argmax_mismatches']} (near-tie flips {parity['near_tie_flips']}).",
+              "", "## Per intent (test)", "",
+              "| intent | n | precision | recall | F1 |", "| --- | --- | --- | --- | --- |"]
+    for name, r in test["per_intent"].items():
+        lines.append(f"| {name} | {r['n']} | {r['precision']:.3f} | {r['recall']:.3f} | "
+                     f"{r['f1']:.3f} |")
+    lines += ["", "## Limits", "",
+              "Trained on generated and hand-written utterances only; the figures above are on a "
+              "held-out split of the same data, so real calls in other voices will score lower.",
+              ""]
+    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--run", required=True, help="training run folder (config.json, weights-*.npz)")
+    ap.add_argument("--vocab", default=os.path.join(REPO, "models", "default", "vocab.txt"))
+    ap.add_argument("--data", default=os.path.join(REPO, "data", "hotline"),
+                    help="folder with dev.jsonl and test.jsonl (parity and figures)")
+    ap.add_argument("--out", default=os.path.join(REPO, "models", "default"))
+    ap.add_argument("--name", default="default")
+    ap.add_argument("--max-lines", type=int, help="only the first N dev/test lines")
+    ap.add_argument("--note", action="append", default=[],
+                    help="extra line for the model card's training section (repeatable)")
+    ap.add_argument("--no-card", action="store_true", help="skip README.md")
+    args = ap.parse_args(argv)
+
+    model, cfg = load_run(args.run)
+    tax = Taxonomy()
+    if cfg["intents"] != tax.intents or cfg["tags"] != tax.tags:
+        raise ValueError("the run's intents/tags differ from config/taxonomy/hotline.yaml")
+    os.makedirs(args.out, exist_ok=True)
+    vocab_out = os.path.join(args.out, "vocab.txt")
+    if os.path.abspath(args.vocab) != os.path.abspath(vocab_out):
+        shutil.copyfile(args.vocab, vocab_out)
+    enc = Encoder(vocab_out, tax, cfg["max_length"])
+    if enc.vocab_size != cfg["vocab_size"]:
+        raise ValueError(f"vocab has {enc.vocab_size} tokens, the model expects "
+                         f"{cfg['vocab_size']}")
+
+    onnx_path = os.path.join(args.out, "model.onnx")
+    size = export_onnx(model, onnx_path)
+    print(f"wrote {onnx_path}: {size} bytes")
+
+    results = {}
+    parity = None
+    for split in ("dev", "test"):
+        rows = read_jsonl(os.path.join(args.data, split + ".jsonl"))[:args.max_lines]
+        ex = [enc.encode(r) for r in rows]
+        rep, intents, spans = run_parity(model, onnx_path, ex, enc.pad_id, tax)
+        print(f"parity {split}: {json.dumps(rep)}")
+        if rep["max_abs_diff"] > ATOL or rep["argmax_mismatches"]:
+            raise AssertionError(f"ONNX Runtime and PyTorch disagree on {split}: {rep}")
+        results[split] = metrics([e["intent"] for e in ex], intents, [e["spans"] for e in ex],
+                                 spans, tax.intents)
+        if split == "test":
+            parity = rep
+        m = results[split]
+        print(f"{split}: intent accuracy {m['intent_accuracy']:.4f}, slot P {m['slot_precision']:.4f}"
+              f" R {m['slot_recall']:.4f} F1 {m['slot_f1']:.4f} ({m['n']} lines)")
+
+    with open(os.path.join(args.out, "labels.json"), "w", encoding="utf-8") as f:
+        json.dump({"intents": tax.intents, "slot_tags": tax.tags}, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    shutil.copyfile(TAXONOMY, os.path.join(args.out, "taxonomy.yaml"))
+    yaml_text = "\n".join([
+        f"name: {args.name}",
+        'version: "1"',
+        f"max_length: {cfg['max_length']}",
+        "precision: fp32",
+        "tokenizer: {vocab: vocab.txt, lowercase: true, normalize_width: true}",
+        "files: {onnx: model.onnx, labels: labels.json, taxonomy: taxonomy.yaml}",
+        "outputs: {intent: intent_logits, slots: slot_logits}",
+        'profile: "1x1:8x64:32x128"',
+        ""])
+    with open(os.path.join(args.out, "model.yaml"), "w") as f:
+        f.write(yaml_text)
+    n_params = sum(p.numel() for k, p in model.state_dict().items() if not k.startswith("mlm_"))
+    if not args.no_card:
+        cfg["n_train"] = None
+        cfg["notes"] = args.note
+        metrics_path = os.path.join(args.run, "metrics.json")
+        if os.path.exists(metrics_path):
+            with open(metrics_path) as f:
+                cfg["n_train"] = json.load(f).get("n_train")
+        write_card(args.out, cfg, size, results["dev"], results["test"], parity, n_params)
+    with open(os.path.join(args.out, "export_report.json"), "w") as f:
+        json.dump({"parity_test": parity, "dev": {k: v for k, v in results["dev"].items()
+                                                  if k != "per_intent"},
+                   "test": {k: v for k, v in results["test"].items() if k != "per_intent"},
+                   "onnx_bytes": size}, f, indent=1)
+    return results, parity
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Train several configurations side by side on one GPU and keep the best by dev score.
+# Runs on the device machine (python3 there has torch 2.x with CUDA); reads the encoded data set
+# that `train.py --encode-only --cache build-train/cache.json.gz` wrote here.
+#   bash training/gpu_sweep.sh OUT_DIR
+# Env: CACHE (build-train/cache.json.gz), BUDGET (seconds per run, 200), EPOCHS (40), PY (python3),
+#      EXTRA (extra train.py arguments for every run, e.g. for a quick local check).
+set -u
+OUT=${1:?usage: gpu_sweep.sh OUT_DIR}
+CACHE=${CACHE:-build-train/cache.json.gz}
+BUDGET=${BUDGET:-200}
+EPOCHS=${EPOCHS:-40}
+PY=${PY:-python3}
+EXTRA=${EXTRA:-}
+RUNS=${RUNS_DIR:-/tmp/hotline_runs}
+export PYTHONUNBUFFERED=1
+rm -rf "$RUNS"; mkdir -p "$RUNS" "$OUT"
+$PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
+
+run() {
+  local name=$1; shift
+  $PY training/train.py --cache "$CACHE" --out "$RUNS/$name" --epochs "$EPOCHS" \
+      --time-budget "$BUDGET" --threads 2 "$@" $EXTRA > "$RUNS/$name.log" 2>&1
+  echo "finished $name rc=$?"
+}
+run base     --batch-size 64 --lr 5e-4 &
+run mlm      --batch-size 64 --lr 5e-4 --mlm-steps 3000 &
+run mlm_lr1e3 --batch-size 64 --lr 1e-3 --mlm-steps 3000 &
+run mlm_aug  --batch-size 64 --lr 5e-4 --mlm-steps 3000 --aug-swap 0.5 --aug-drop 0.3 --aug-filler 0.3 --dropout 0.15 &
+run lr1e3    --batch-size 64 --lr 1e-3 &
+run mlm_s2   --batch-size 64 --lr 5e-4 --mlm-steps 3000 --seed 2 &
+wait
+for f in "$RUNS"/*.log; do echo "== $f"; cat "$f"; done > "$OUT/logs.txt"
+grep -h -E "best epoch|time budget|Error|error" "$RUNS"/*.log
+$PY training/select_run.py "$RUNS" "$OUT"

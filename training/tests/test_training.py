@@ -1,0 +1,259 @@
+"""Training pipeline tests: vocabulary, tokenisation/tag alignment, span decoding, metrics,
+augmentation, and a smoke run (tiny model, a few steps, export, ONNX Runtime parity).
+
+Run: python -m pytest -q training/tests/test_training.py   (about a minute on 2 cores)
+"""
+import json
+import os
+import random
+import sys
+import unicodedata
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import common  # noqa: E402
+import export  # noqa: E402
+import make_vocab  # noqa: E402
+import train  # noqa: E402
+
+LINES = [
+    ("朝阳区建国路88号工地晚上十一点还在打桩", "construction_noise",
+     [("district", "朝阳区"), ("address", "建国路88号"), ("time", "晚上十一点")]),
+    ("嗯那个车牌京A12345的司机绕路多收了我五十块钱", "taxi_complaint",
+     [("plate_number", "京A12345"), ("amount", "五十块钱")]),
+    ("我的工单ＧＤ２０２６１１２８００１怎么还没人处理", "order_urge", [("order_id", "ＧＤ２０２６１１２８００１")]),
+    ("你好 我叫张建国 电话13812345678", "provide_info",
+     [("person_name", "张建国"), ("phone", "13812345678")]),
+    ("鑫源物业公司三个月不给我们发工资了", "wage_arrears", [("organization", "鑫源物业公司")]),
+    ("300路公交车老是不停站", "bus_service", [("bus_line", "300路")]),
+    ("好的谢谢再见", "goodbye", []),
+    ("身份证号110105198806071234X社保断缴了", "social_insurance_payment",
+     [("id_number", "110105198806071234X")]),
+]
+
+
+def rows():
+    out = []
+    for text, intent, slots in LINES:
+        spans, pos = [], 0
+        for typ, val in slots:
+            s = text.index(val, pos)
+            spans.append({"type": typ, "start": s, "end": s + len(val), "value": val})
+            pos = s + len(val)
+        out.append({"text": text, "intent": intent, "slots": spans})
+    return out
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("train")
+    data = d / "data"
+    data.mkdir()
+    r = rows()
+    for split in ("train", "dev", "test"):
+        with open(data / f"{split}.jsonl", "w", encoding="utf-8") as f:
+            for row in r:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    with open(data / "calib.jsonl", "w", encoding="utf-8") as f:
+        for row in r:
+            f.write(json.dumps({"text": row["text"] + "啊"}, ensure_ascii=False) + "\n")
+    vocab = d / "vocab.txt"
+    tokens = make_vocab.build_vocab([common.TAXONOMY, str(data / "train.jsonl")])
+    vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return d
+
+
+@pytest.fixture(scope="module")
+def tax():
+    return common.Taxonomy()
+
+
+@pytest.fixture(scope="module")
+def encoder(workdir, tax):
+    return common.Encoder(str(workdir / "vocab.txt"), tax, 128)
+
+
+def test_taxonomy_tags(tax):
+    assert len(tax.intents) == 55 and len(tax.slots) == 12 and len(tax.tags) == 25
+    assert tax.tags[:3] == ["O", "B-person_name", "I-person_name"]
+    assert tax.tags[-1] == "I-item"
+
+
+def test_vocab_covers_gb2312_and_is_deterministic(workdir):
+    tokens = (workdir / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert len(tokens) == len(set(tokens))
+    vocab = set(tokens)
+    hanzi = [bytes([hi, lo]).decode("gb2312", errors="ignore")
+             for hi in range(0xB0, 0xF8) for lo in range(0xA1, 0xFF)]
+    hanzi = [h for h in hanzi if h]
+    assert len(hanzi) == 6763 and all(h in vocab for h in hanzi)
+    for c in "0123456789abcdefghijklmnopqrstuvwxyz":
+        assert c in vocab and "##" + c in vocab
+    for c in "、。《》【】「」“”‘’…—·,.?!:;()":  # full-width ，？！ fold to ASCII
+        assert c in vocab
+    assert not any(c in vocab for c in "ABCＡ１")  # upper case and full width are folded away
+    again = make_vocab.build_vocab([common.TAXONOMY, str(workdir / "data" / "train.jsonl")])
+    assert again == tokens
+
+
+def test_normalize_width_matches_nfkc_on_fullwidth_ascii():
+    full = "".join(chr(c) for c in range(0xFF01, 0xFF5F)) + "\u3000"
+    assert common.normalize_width(full) == unicodedata.normalize("NFKC", full)
+    assert common.normalize_width("中文、。《》") == "中文、。《》"  # CJK punctuation is kept
+
+
+def test_tokens_match_bert_tokenizer_and_tags_round_trip(encoder, tax, workdir):
+    from transformers import BertTokenizer
+    ref = BertTokenizer(str(workdir / "vocab.txt"), do_lower_case=True)
+    for row in rows():
+        ex = encoder.encode(row)
+        want = ref(common.normalize_width(row["text"]))["input_ids"]
+        assert ex["ids"] == want
+        assert encoder.unk_id not in ex["ids"]
+        # Every token's offsets cover the characters it came from.
+        for tid, (a, b) in zip(ex["ids"][1:-1], ex["offsets"][1:-1]):
+            tok = ref.convert_ids_to_tokens(tid).replace("##", "")
+            assert common.normalize_width(row["text"][a:b]).lower() == tok
+        tags = [t if t >= 0 else 0 for t in ex["tags"]]
+        got = common.decode_spans(tags, ex["offsets"], tax.tags)
+        assert got == [(s["type"], s["start"], s["end"]) for s in row["slots"]]
+
+
+def test_truncation_keeps_sep(encoder):
+    enc = common.Encoder.__new__(common.Encoder)
+    enc.__dict__.update(encoder.__dict__)
+    enc.max_length = 6
+    ids, offs = enc.tokenize("一二三四五六七八九十")
+    assert len(ids) == 6 and ids[0] == enc.cls_id and ids[-1] == enc.sep_id
+    assert offs[1:-1] == [(0, 1), (1, 2), (2, 3), (3, 4)]
+
+
+def test_decode_spans_by_hand(tax):
+    ti = tax.tag_index
+    offs = [(0, 0), (0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (0, 0)]
+    tags = [0, ti["B-district"], ti["I-district"], ti["I-address"], ti["I-address"], 0,
+            ti["I-time"], 0]
+    assert common.decode_spans(tags, offs, tax.tags) == [
+        ("district", 0, 2), ("address", 2, 4), ("time", 5, 6)]
+    tags = [0, ti["B-phone"], ti["B-phone"], 0, 0, 0, 0, ti["I-phone"]]  # [SEP] ends spans
+    assert common.decode_spans(tags, offs, tax.tags) == [("phone", 0, 1), ("phone", 1, 2)]
+
+
+def test_metrics_by_hand():
+    m = common.metrics([0, 1, 1, 2], [0, 1, 2, 2],
+                       [[("a", 0, 2)], [("b", 1, 3)], [], [("c", 0, 1)]],
+                       [[("a", 0, 2)], [("b", 1, 4)], [("d", 0, 1)], [("c", 0, 1)]],
+                       ["x", "y", "z"])
+    assert m["intent_accuracy"] == 0.75
+    assert m["slot_precision"] == 0.5 and m["slot_recall"] == pytest.approx(2 / 3)
+    assert m["slot_f1"] == pytest.approx(2 * 0.5 * (2 / 3) / (0.5 + 2 / 3))
+    assert m["per_intent"]["y"] == {"n": 2, "precision": 1.0, "recall": 0.5,
+                                    "f1": pytest.approx(2 / 3)}
+    assert m["per_intent"]["z"]["precision"] == 0.5
+
+
+def test_augmentation_keeps_bio_well_formed(workdir, tax):
+    class A:  # argparse-like
+        aug_swap, aug_drop, aug_filler = 1.0, 1.0, 1.0
+    data = train.encode_splits(str(workdir / "data"), str(workdir / "vocab.txt"), tax, 128)
+    aug = train.Augmenter(data, tax, A, random.Random(3))
+    pool = {k: [tuple(v) for v in vs] for k, vs in aug.pool.items()}
+    changed = 0
+    for _ in range(20):
+        for ex in data["splits"]["train"]:
+            ids, tags = aug(ex)
+            assert len(ids) == len(tags) and ids[0] == ex["ids"][0] and ids[-1] == ex["ids"][-1]
+            changed += ids != ex["ids"]
+            pieces = train.span_pieces(ids, tags, tax)
+            # Same slot types in the same order, each value one of the training values.
+            assert [p[2] for p in pieces] == [s[0] for s in ex["spans"]]
+            for s, e, slot in pieces:
+                assert tuple(ids[s:e]) in pool[slot]
+                assert tax.tags[tags[s]] == "B-" + slot
+    assert changed > 0
+
+
+def test_smoke_train_export_parity(workdir, tax):
+    common_args = ["--data", str(workdir / "data"), "--vocab", str(workdir / "vocab.txt"),
+                   "--layers", "1", "--hidden", "32", "--heads", "2", "--ffn", "64",
+                   "--epochs", "3", "--max-steps", "6", "--batch-size", "4", "--mlm-steps", "3",
+                   "--threads", "2", "--device", "cpu", "--seed", "5"]
+    r1 = train.main(common_args + ["--out", str(workdir / "run1")])
+    r2 = train.main(common_args + ["--out", str(workdir / "run2")])
+    assert r1["history"] == r2["history"]  # seeded: same losses and dev figures
+    for name in os.listdir(workdir / "run1"):
+        if name.endswith(".npz"):
+            a, b = np.load(workdir / "run1" / name), np.load(workdir / "run2" / name)
+            assert all(np.array_equal(a[k], b[k]) for k in a.files)
+    # Warm start (fine-tuning on new data) begins from exactly the saved weights.
+    r3 = train.main(common_args[:-2] + ["--seed", "6", "--epochs", "1", "--max-steps", "1",
+                                        "--mlm-steps", "0", "--lr", "0",
+                                        "--init", str(workdir / "run1"),
+                                        "--out", str(workdir / "run3")])
+    a, b = np.load(workdir / "run1" / "weights-0.npz"), np.load(workdir / "run3" / "weights-0.npz")
+    assert all(np.array_equal(a[k], b[k]) for k in a.files)  # lr 0: unchanged
+    assert r3["test"]["intent_accuracy"] == r1["test"]["intent_accuracy"]
+    out = workdir / "model"
+    results, parity = export.main(["--run", str(workdir / "run1"), "--vocab",
+                                   str(workdir / "vocab.txt"), "--data", str(workdir / "data"),
+                                   "--out", str(out)])
+    assert parity["n"] == len(LINES) and parity["max_abs_diff"] < 1e-3
+    assert parity["argmax_mismatches"] == 0
+    for f in ("model.onnx", "vocab.txt", "labels.json", "model.yaml", "taxonomy.yaml",
+              "README.md"):
+        assert (out / f).exists(), f
+    labels = json.loads((out / "labels.json").read_text())
+    assert labels["intents"] == tax.intents and labels["slot_tags"] == tax.tags
+    import yaml
+    y = yaml.safe_load((out / "model.yaml").read_text())
+    assert y["max_length"] == 128 and y["tokenizer"]["normalize_width"] is True
+    assert y["outputs"] == {"intent": "intent_logits", "slots": "slot_logits"}
+
+    # Dynamic axes: a batch/sequence shape the export never saw, against PyTorch.
+    import onnxruntime as ort
+    import torch
+    sess = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.name for i in sess.get_inputs()] == ["input_ids", "attention_mask",
+                                                   "token_type_ids"]
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 7000, size=(3, 11)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 7:] = 0
+    ids[1, 7:] = 0
+    tt = np.zeros_like(ids)
+    oi, os_ = sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": tt})
+    assert oi.shape == (3, 55) and os_.shape == (3, 11, 25)
+    model, _ = export.load_run(str(workdir / "run1"))
+    with torch.no_grad():
+        ti, ts = model(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(tt))
+    assert np.abs(oi - ti.numpy()).max() < 1e-4
+    assert np.abs(os_ - ts.numpy()).max() < 1e-4
+    # Padding does not change the real tokens' outputs (the additive mask works).
+    oi1, os1 = sess.run(None, {"input_ids": ids[1:2, :7], "attention_mask": mask[1:2, :7],
+                               "token_type_ids": tt[1:2, :7]})
+    assert np.abs(oi1 - oi[1:2]).max() < 1e-4 and np.abs(os1 - os_[1:2, :7]).max() < 1e-4
+
+
+def test_train_help_runs():
+    import subprocess
+    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(HERE), "train.py"),
+                        "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "--mlm-steps" in r.stdout and "--data" in r.stdout
+
+
+def test_make_batches_covers_every_line_once():
+    examples = [{"ids": [0] * (1 + (i * 7) % 23)} for i in range(101)]
+    batches = train.make_batches(examples, 8, random.Random(1), pool=3)
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(101))
+    assert all(1 <= len(b) <= 8 for b in batches)
+    # Within a pool, batches hold similar lengths: each batch is sorted by length.
+    for b in batches:
+        lens = [len(examples[i]["ids"]) for i in b]
+        assert lens == sorted(lens)
+    assert batches != train.make_batches(examples, 8, random.Random(2), pool=3)

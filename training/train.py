@@ -1,0 +1,470 @@
+"""Train the joint intent + slot model from scratch (optionally after a short MLM pretraining).
+
+Typical use (CPU; on a GPU machine add nothing, CUDA is picked up when present):
+
+  python3 training/make_vocab.py --out models/default/vocab.txt --data data/hotline/*.jsonl
+  python3 training/train.py --data data/hotline --out build-train/run1
+  python3 training/export.py --run build-train/run1 --out models/default
+
+Data: DIR/{train,dev,test}.jsonl in the taxonomy's format (config/taxonomy/README.md), and
+optionally DIR/calib.jsonl (unlabelled text, used for MLM pretraining only). Texts are width-
+normalised and tokenised with transformers' BertTokenizer(vocab, do_lower_case=True); slot spans
+(code points) become per-token BIO tags. --encode-only writes the encoded data set (JSON, gzip) so
+that a machine with another transformers version can train from it with --cache.
+
+Each epoch prints dev intent accuracy and slot F1 (exact type and span); the epoch with the best
+dev score (mean of the two) is kept and finally evaluated on test. The run folder gets
+config.json, metrics.json and weights-*.npz (float32, sharded under 12 MB each).
+Seeded: the same command, data and device give the same model.
+"""
+import argparse
+import copy
+import gzip
+import hashlib
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import IGNORE, REPO, Encoder, Taxonomy, decode_spans, metrics, read_jsonl  # noqa
+from model import BertJoint, export_state_dict, load_weights  # noqa: E402
+
+FILLERS = ["嗯", "那个", "就是", "就是说", "啊", "呃", "然后", "这个", "那什么", "对", "哎",
+           "我跟你说", "你听我说", "怎么说呢", "反正", "喂"]
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ----------------------------------------------------------------------------- data
+
+def file_sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def encode_splits(data_dir, vocab, tax, max_length, max_lines=None):
+    enc = Encoder(vocab, tax, max_length)
+    out = {"vocab_sha": file_sha(vocab), "vocab_size": enc.vocab_size, "max_length": max_length,
+           "special": {"pad": enc.pad_id, "unk": enc.unk_id, "cls": enc.cls_id,
+                       "sep": enc.sep_id, "mask": enc.mask_id},
+           "fillers": [enc.tokenize(w)[0][1:-1] for w in FILLERS], "splits": {}}
+    for split in ("train", "dev", "test", "calib"):
+        path = os.path.join(data_dir, split + ".jsonl")
+        if not os.path.exists(path):
+            if split == "calib":
+                continue
+            raise FileNotFoundError(f"expected {path}")
+        rows = read_jsonl(path)[:max_lines]
+        if split == "calib":
+            out["splits"][split] = [{"ids": enc.tokenize(r["text"])[0]} for r in rows]
+        else:
+            out["splits"][split] = [enc.encode(r) for r in rows]
+        log(f"encoded {split}: {len(rows)} lines")
+    return out
+
+
+def load_data(args, tax):
+    if args.cache and os.path.exists(args.cache) and not args.encode_only:
+        with gzip.open(args.cache, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+        log(f"loaded encoded data from {args.cache}")
+    else:
+        data = encode_splits(args.data, args.vocab, tax, args.max_length, args.max_lines)
+        if args.cache:
+            os.makedirs(os.path.dirname(os.path.abspath(args.cache)), exist_ok=True)
+            with gzip.open(args.cache, "wt", encoding="utf-8") as f:
+                json.dump(data, f, ensure_ascii=False)
+            log(f"wrote {args.cache}")
+    for split in ("train", "dev", "test"):
+        for ex in data["splits"][split]:
+            ex["offsets"] = [tuple(o) for o in ex["offsets"]]
+            ex["spans"] = [tuple(s) for s in ex["spans"]]
+    return data
+
+
+def span_pieces(ids, tags, tax):
+    """[(start, end, slot)] token ranges of the tagged spans in one example."""
+    out = []
+    t = 1
+    while t < len(ids) - 1:
+        name = tax.tags[tags[t]] if tags[t] >= 0 else "O"
+        if name != "O":
+            s = t
+            t += 1
+            while t < len(ids) - 1 and tags[t] >= 0 and tax.tags[tags[t]] == "I-" + name[2:]:
+                t += 1
+            out.append((s, t, name[2:]))
+        else:
+            t += 1
+    return out
+
+
+class Augmenter:
+    """Cheap token-level augmentation of one training example (never crosses a span)."""
+
+    def __init__(self, data, tax, args, rng):
+        self.tax, self.args, self.rng = tax, args, rng
+        self.fillers = data["fillers"]
+        self.pool = {}  # slot -> list of token id sequences seen in training
+        for ex in data["splits"]["train"]:
+            for s, e, slot in span_pieces(ex["ids"], ex["tags"], tax):
+                self.pool.setdefault(slot, []).append(ex["ids"][s:e])
+        self.max_length = data["max_length"]
+
+    def __call__(self, ex):
+        a, rng, tax = self.args, self.rng, self.tax
+        ids, tags = list(ex["ids"]), list(ex["tags"])
+        if a.aug_swap > 0 and rng.random() < a.aug_swap:  # replace slot values by others
+            new_ids, new_tags, prev = [], [], 0
+            for s, e, slot in span_pieces(ids, tags, tax):
+                new_ids += ids[prev:s]
+                new_tags += tags[prev:s]
+                val = rng.choice(self.pool[slot])
+                new_ids += val
+                new_tags += [tax.tag_index["B-" + slot]] + [tax.tag_index["I-" + slot]] * (len(val) - 1)
+                prev = e
+            ids, tags = new_ids + ids[prev:], new_tags + tags[prev:]
+        if a.aug_drop > 0 and rng.random() < a.aug_drop and len(ids) > 6:  # character dropout
+            keep = [t for t in range(len(ids)) if tags[t] != 0 or rng.random() > 0.1]
+            if len(keep) < len(ids):
+                # Removing an O token between two pieces of the same type could join two spans.
+                ids = [ids[t] for t in keep]
+                tags = [tags[t] for t in keep]
+                tags = self._repair(tags)
+        if a.aug_filler > 0 and rng.random() < a.aug_filler:  # filler insertion outside spans
+            cands = [t for t in range(1, len(ids)) if not self._inside(tags[t])]
+            t = rng.choice(cands)
+            f = rng.choice(self.fillers)
+            ids = ids[:t] + f + ids[t:]
+            tags = tags[:t] + [0] * len(f) + tags[t:]
+        if len(ids) > self.max_length:
+            ids = ids[:self.max_length - 1] + [ids[-1]]
+            tags = self._repair(tags[:self.max_length - 1] + [IGNORE])
+        return ids, tags
+
+    def _inside(self, tag):
+        return tag >= 0 and self.tax.tags[tag].startswith("I-")
+
+    def _repair(self, tags):
+        # An I-x that no longer follows B-x/I-x would decode as a new span: make it B-x.
+        out = list(tags)
+        for t in range(1, len(out)):
+            if self._inside(out[t]):
+                slot = self.tax.tags[out[t]][2:]
+                prev = self.tax.tags[out[t - 1]] if out[t - 1] >= 0 else "O"
+                if prev[2:] != slot or prev == "O":
+                    out[t] = self.tax.tag_index["B-" + slot]
+        return out
+
+
+def pad_batch(seqs, pad, device, labels=None):
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), pad, dtype=torch.long)
+    mask = torch.zeros((len(seqs), n), dtype=torch.long)
+    lab = torch.full((len(seqs), n), IGNORE, dtype=torch.long) if labels is not None else None
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+        if labels is not None:
+            lab[i, :len(s)] = torch.tensor(labels[i])
+    tt = torch.zeros_like(ids)
+    out = [ids.to(device), mask.to(device), tt.to(device)]
+    if labels is not None:
+        out.append(lab.to(device))
+    return out
+
+
+def make_batches(examples, batch_size, rng, pool=50):
+    """Shuffled batches of similar length (less padding): shuffle, sort within pools of
+    `pool` batches by length, cut into batches, shuffle the batches."""
+    order = list(range(len(examples)))
+    rng.shuffle(order)
+    batches = []
+    step = batch_size * pool
+    for p in range(0, len(order), step):
+        chunk = sorted(order[p:p + step], key=lambda i: len(examples[i]["ids"]))
+        batches += [chunk[b:b + batch_size] for b in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+# ----------------------------------------------------------------------------- training
+
+def lr_lambda(warmup, total):
+    def f(step):
+        if step < warmup:
+            return (step + 1) / max(1, warmup)
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return f
+
+
+def make_optimizer(model, lr, wd):
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (no_decay if p.dim() < 2 or "ln" in n else decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": wd},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+
+
+def pretrain_mlm(model, data, args, device, rng):
+    sp = data["special"]
+    texts = [ex["ids"] for ex in data["splits"]["train"]]
+    texts += [ex["ids"] for ex in data["splits"].get("calib", [])]
+    vocab = data["vocab_size"]
+    opt = make_optimizer(model, args.mlm_lr, args.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(args.mlm_steps // 10, args.mlm_steps))
+    model.train()
+    t0 = time.time()
+    for step in range(args.mlm_steps):
+        batch = [rng.choice(texts) for _ in range(args.batch_size)]
+        labels = []
+        inputs = []
+        for ids in batch:
+            inp, lab = list(ids), [IGNORE] * len(ids)
+            for t in range(1, len(ids) - 1):
+                if rng.random() < 0.15:
+                    lab[t] = ids[t]
+                    r = rng.random()
+                    if r < 0.8:
+                        inp[t] = sp["mask"]
+                    elif r < 0.9:
+                        inp[t] = rng.randrange(5, vocab)
+            inputs.append(inp)
+            labels.append(lab)
+        ids, mask, tt, lab = pad_batch(inputs, sp["pad"], device, labels)
+        h = model.encode(ids, mask, tt)
+        sel = lab != IGNORE
+        if not sel.any():
+            continue
+        loss = F.cross_entropy(model.mlm_logits(h[sel]), lab[sel])
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if (step + 1) % max(1, args.mlm_steps // 10) == 0:
+            log(f"mlm step {step + 1}/{args.mlm_steps} loss {loss.item():.3f} "
+                f"({time.time() - t0:.0f}s)")
+
+
+@torch.no_grad()
+def predict(model, examples, pad, device, batch_size=128):
+    model.eval()
+    intents, tags = [], []
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i]["ids"]))
+    res_i, res_t = [None] * len(examples), [None] * len(examples)
+    for b in range(0, len(order), batch_size):
+        idx = order[b:b + batch_size]
+        ids, mask, tt = pad_batch([examples[i]["ids"] for i in idx], pad, device)
+        il, sl = model(ids, mask, tt)
+        il, sl = il.argmax(-1).tolist(), sl.argmax(-1).tolist()
+        for k, i in enumerate(idx):
+            res_i[i] = il[k]
+            res_t[i] = sl[k][:len(examples[i]["ids"])]
+    intents, tags = res_i, res_t
+    return intents, tags
+
+
+def evaluate(model, examples, tax, pad, device):
+    intents, tags = predict(model, examples, pad, device)
+    spans_pred = [decode_spans(t, ex["offsets"], tax.tags) for t, ex in zip(tags, examples)]
+    return metrics([ex["intent"] for ex in examples], intents,
+                   [ex["spans"] for ex in examples], spans_pred, tax.intents)
+
+
+def save_run(out_dir, model, cfg, result):
+    os.makedirs(out_dir, exist_ok=True)
+    sd = {k: v.detach().float().cpu().numpy() for k, v in export_state_dict(model).items()}
+    shard, shards, size = {}, [], 0
+    for k in sorted(sd):
+        if shard and size + sd[k].nbytes > 12 * 2**20:
+            shards.append(shard)
+            shard, size = {}, 0
+        shard[k] = sd[k]
+        size += sd[k].nbytes
+    shards.append(shard)
+    for old in os.listdir(out_dir):
+        if old.startswith("weights-") and old.endswith(".npz"):
+            os.remove(os.path.join(out_dir, old))
+    for i, s in enumerate(shards):
+        np.savez(os.path.join(out_dir, f"weights-{i}.npz"), **s)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    with open(os.path.join(out_dir, "metrics.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+def run_config(model, data, tax, args, argv, device, best_epoch, epochs_run):
+    return dict(model.config, max_length=data["max_length"], vocab_sha=data["vocab_sha"],
+                intents=tax.intents, tags=tax.tags, args=vars(args), best_epoch=best_epoch,
+                epochs_run=epochs_run, torch=torch.__version__, device=str(device),
+                command="python3 training/train.py " + " ".join(sys.argv[1:] if argv is None
+                                                                else argv))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--data", default=os.path.join(REPO, "data", "hotline"),
+                    help="folder with train/dev/test(/calib).jsonl")
+    ap.add_argument("--vocab", default=os.path.join(REPO, "models", "default", "vocab.txt"))
+    ap.add_argument("--cache", help="encoded data set (.json.gz): read if present, else written")
+    ap.add_argument("--encode-only", action="store_true", help="write --cache and stop")
+    ap.add_argument("--out", help="run folder for config.json, metrics.json, weights-*.npz")
+    ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--max-lines", type=int, help="use only the first N lines of each split")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--ffn", type=int, default=1024)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--max-steps", type=int, help="stop fine-tuning after N steps (smoke tests)")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--warmup", type=float, default=0.06, help="fraction of steps")
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--slot-weight", type=float, default=1.0, help="slot loss weight")
+    ap.add_argument("--init", help="start from this run folder's weights (fine-tuning on new data)")
+    ap.add_argument("--mlm-steps", type=int, default=0, help="MLM pretraining steps first")
+    ap.add_argument("--mlm-lr", type=float, default=5e-4)
+    ap.add_argument("--aug-swap", type=float, default=0.3,
+                    help="P(replace slot values by other training values of the same type)")
+    ap.add_argument("--aug-drop", type=float, default=0.2, help="P(character dropout, 10%% of O)")
+    ap.add_argument("--aug-filler", type=float, default=0.2, help="P(insert a filler word)")
+    ap.add_argument("--time-budget", type=float,
+                    help="seconds: after epoch 1, cut the epochs (and the LR schedule) to fit")
+    ap.add_argument("--save-every-best", action="store_true",
+                    help="write the run folder at every dev improvement, not only at the end")
+    ap.add_argument("--log-every", type=int, default=100, help="log every N steps (0: off)")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    ap.add_argument("--threads", type=int, help="torch CPU threads")
+    args = ap.parse_args(argv)
+
+    tax = Taxonomy()
+    data = load_data(args, tax)
+    if args.encode_only:
+        return None
+    if not args.out:
+        ap.error("--out is required unless --encode-only")
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
+                          else ("cpu" if args.device == "auto" else args.device))
+    if device.type == "cuda":
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cuda.matmul.allow_tf32 = False
+    rng = random.Random(args.seed)
+
+    train, dev, test = (data["splits"][s] for s in ("train", "dev", "test"))
+    pad = data["special"]["pad"]
+    model = BertJoint(data["vocab_size"], len(tax.intents), len(tax.tags), args.layers,
+                      args.hidden, args.heads, args.ffn, args.dropout).to(device)
+    n_params = sum(p.numel() for k, p in export_state_dict(model).items())
+    log(f"device {device}, {len(train)} train / {len(dev)} dev / {len(test)} test lines, "
+        f"exported parameters {n_params:,} ({n_params * 4 / 2**20:.1f} MiB fp32)")
+
+    if args.init:
+        with open(os.path.join(args.init, "config.json")) as f:
+            icfg = json.load(f)
+        for k in ("vocab_size", "layers", "hidden", "heads", "ffn"):
+            if icfg[k] != model.config[k]:
+                raise ValueError(f"--init {args.init}: {k} is {icfg[k]}, this run has "
+                                 f"{model.config[k]}")
+        load_weights(model, args.init)
+        model.to(device)
+        log(f"initialised from {args.init}")
+    t_start = time.time()
+    if args.mlm_steps > 0:
+        pretrain_mlm(model, data, args, device, rng)
+
+    aug = Augmenter(data, tax, args, rng)
+    steps_per_epoch = len(make_batches(train, args.batch_size, random.Random(0)))
+    total = steps_per_epoch * args.epochs
+    if args.max_steps:
+        total = min(total, args.max_steps)
+    opt = make_optimizer(model, args.lr, args.weight_decay)
+    # --time-budget may shorten the schedule after the first epoch; the result is then the same
+    # as a run with --epochs set to the epochs that fitted (config.json: epochs_run).
+    plan = {"total": total, "warm": int(total * args.warmup)}
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda st: lr_lambda(plan["warm"], plan["total"])(st))
+    best, best_score, best_epoch, history = None, -1.0, -1, []
+    step = 0
+    for epoch in range(1, args.epochs + 1):
+        model.train()
+        t0, tot_loss = time.time(), 0.0
+        batches = make_batches(train, args.batch_size, rng)
+        for bi, idx in enumerate(batches):
+            pairs = [aug(train[i]) for i in idx]
+            ids, mask, tt, lab = pad_batch([p[0] for p in pairs], pad, device,
+                                           [p[1] for p in pairs])
+            gold = torch.tensor([train[i]["intent"] for i in idx], device=device)
+            il, sl = model(ids, mask, tt)
+            loss = F.cross_entropy(il, gold) + args.slot_weight * F.cross_entropy(
+                sl.reshape(-1, sl.size(-1)), lab.reshape(-1), ignore_index=IGNORE)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            tot_loss += loss.item()
+            step += 1
+            if args.log_every and step % args.log_every == 0:
+                log(f"  step {step} loss {tot_loss / (bi + 1):.4f} ({time.time() - t0:.0f}s)")
+            if step >= plan["total"]:
+                break
+        if epoch == 1 and args.time_budget:
+            per_epoch = time.time() - t0
+            left = args.time_budget - (time.time() - t_start)
+            fit = max(1, 1 + int(left / (per_epoch * 1.15)))
+            if fit < args.epochs:
+                plan["total"] = min(plan["total"], fit * steps_per_epoch)
+                plan["warm"] = int(plan["total"] * args.warmup)
+                log(f"time budget: {fit} epochs of {args.epochs} fit ({per_epoch:.1f}s each)")
+        m = evaluate(model, dev, tax, pad, device)
+        score = (m["intent_accuracy"] + m["slot_f1"]) / 2
+        history.append({"epoch": epoch, "loss": tot_loss / (bi + 1),
+                        "dev_intent_accuracy": m["intent_accuracy"], "dev_slot_f1": m["slot_f1"]})
+        log(f"epoch {epoch} loss {history[-1]['loss']:.4f} dev intent {m['intent_accuracy']:.4f} "
+            f"slot F1 {m['slot_f1']:.4f} ({time.time() - t0:.0f}s)")
+        if score > best_score:
+            best_score, best_epoch = score, epoch
+            best = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+            if args.save_every_best:  # a usable run folder even if the run is stopped early
+                save_run(args.out, model, run_config(model, data, tax, args, argv, device,
+                                                     best_epoch, len(history)),
+                         {"dev": m, "history": history, "partial": True})
+        if step >= plan["total"]:
+            break
+    model.load_state_dict(best)
+    dev_m = evaluate(model, dev, tax, pad, device)
+    test_m = evaluate(model, test, tax, pad, device)
+    log(f"best epoch {best_epoch}: dev intent {dev_m['intent_accuracy']:.4f} slot F1 "
+        f"{dev_m['slot_f1']:.4f}; test intent {test_m['intent_accuracy']:.4f} slot F1 "
+        f"{test_m['slot_f1']:.4f}; {time.time() - t_start:.0f}s")
+    cfg = run_config(model, data, tax, args, argv, device, best_epoch, len(history))
+    result = {"dev": dev_m, "test": test_m, "history": history,
+              "train_seconds": round(time.time() - t_start, 1), "n_train": len(train),
+              "n_dev": len(dev), "n_test": len(test), "params": n_params}
+    save_run(args.out, model, cfg, result)
+    log(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
