@@ -139,13 +139,18 @@ class Runner {
         }
       }
       again = o_.concurrency > 0 && now < end_;
-      if (!again) {
-        --outstanding_;
-        cv_.notify_all();
-      }
     }
+    // The call (and its ClientContext) is destroyed before its outstanding_ slot is released:
+    // once outstanding_ reaches zero, Run() returns and the Runner and channel go away, so
+    // nothing of this call may be touched after that.
     delete call;
-    if (again) Issue(/*counted=*/true);
+    if (again) {
+      Issue(/*counted=*/true);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    --outstanding_;
+    cv_.notify_all();
   }
 
   nlohmann::json Report() {
