@@ -76,38 +76,6 @@ bool IsDash(char32_t c) {
 
 char32_t ToUpperAscii(char32_t c) { return (c >= U'a' && c <= U'z') ? c - 32 : c; }
 
-int SpokenDigit(char32_t c) {
-  if (c >= U'0' && c <= U'9') return static_cast<int>(c - U'0');
-  switch (c) {
-    case U'零':
-    case U'〇':
-    case U'洞':
-      return 0;
-    case U'一':
-    case U'幺':
-      return 1;
-    case U'二':
-    case U'两':
-      return 2;
-    case U'三':
-      return 3;
-    case U'四':
-      return 4;
-    case U'五':
-      return 5;
-    case U'六':
-      return 6;
-    case U'七':
-      return 7;
-    case U'八':
-      return 8;
-    case U'九':
-      return 9;
-    default:
-      return -1;
-  }
-}
-
 std::optional<std::u32string> Prepare(std::string_view text) {
   auto decoded = DecodeUtf8(text);
   if (!decoded) return std::nullopt;

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/spoken_digits.h"
 #include "nlu/normalize/normalize.h"
 
 namespace hotline::nlu::internal {
@@ -22,7 +23,8 @@ bool IsDash(char32_t c);   // after folding: - ‐ ‑ ‒ – — ― −
 char32_t ToUpperAscii(char32_t c);
 
 // 0-9 for ASCII digits and the spoken digits 零〇洞 0, 一幺 1, 二两 2, 三…九; -1 otherwise.
-int SpokenDigit(char32_t c);
+// See base/spoken_digits.h (full-width digits are folded by Prepare() before this is used).
+inline int SpokenDigit(char32_t c) { return ::hotline::SpokenDigit(c); }
 
 // Decodes, folds width and trims surrounding whitespace. nullopt on invalid UTF-8.
 std::optional<std::u32string> Prepare(std::string_view text);
