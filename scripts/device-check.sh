@@ -7,7 +7,7 @@
 #   cmake --build build-cuda --target cuda_kernels_test cuda_encoder_test hotline_cuda_bench
 #   scripts/device-check.sh --pack build-cuda        # -> bundle-cuda/ (git-ignored)
 # There (through the device tool, carrying bundle-cuda):
-#   bash scripts/device-check.sh [--no-peers] [--no-tests] [--peer-deadline S]
+#   bash scripts/device-check.sh [--no-peers] [--no-tests] [--no-bench] [--peer-deadline S]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE_DIR=bundle-cuda
@@ -23,11 +23,12 @@ if [ "${1:-}" = "--pack" ]; then
   exit 0
 fi
 
-peers=1; tests=1; peer_deadline=240
+peers=1; tests=1; bench=1; peer_deadline=240
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-peers) peers=0 ;;
     --no-tests) tests=0 ;;
+    --no-bench) bench=0 ;;
     --peer-deadline) peer_deadline=$2; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -57,8 +58,10 @@ echo "tests done after $(( $(date +%s) - t0 )) s"
 python3 -c "import numpy as np; print('\n'.join(map(str, np.random.default_rng(20261130).integers(8, 129, size=1024))))" \
   >/tmp/hl/mixed_lengths.txt 2>/dev/null || rm -f /tmp/hl/mixed_lengths.txt
 lengths_arg=""; [ -s /tmp/hl/mixed_lengths.txt ] && lengths_arg="--mixed-lengths /tmp/hl/mixed_lengths.txt"
-/tmp/hl/run hotline_cuda_bench --out "$OUT/hotline_cuda.json" $lengths_arg 2>&1 | tee "$OUT/bench.log"
-echo "bench done after $(( $(date +%s) - t0 )) s"
+if [ $bench = 1 ]; then
+  /tmp/hl/run hotline_cuda_bench --out "$OUT/hotline_cuda.json" $lengths_arg 2>&1 | tee "$OUT/bench.log"
+  echo "bench done after $(( $(date +%s) - t0 )) s"
+fi
 if [ $peers = 1 ]; then
   mkdir -p "$OUT/peers"
   PYTHONUNBUFFERED=1 timeout $((peer_deadline + 60)) python3 "$BUNDLE_DIR/peers/bench_peers.py" \
@@ -68,6 +71,6 @@ if [ $peers = 1 ]; then
   echo "peers exit $? after $(( $(date +%s) - t0 )) s"
   tail -5 "$OUT/peers.log"
 fi
-python3 bench/cuda/compare.py "$OUT/hotline_cuda.json" "$OUT/peers/results_run.json" \
+[ $bench = 1 ] && python3 bench/cuda/compare.py "$OUT/hotline_cuda.json" "$OUT/peers/results_run.json" \
   --summary "$OUT/summary.json" | tee "$OUT/table.md"
 exit $status

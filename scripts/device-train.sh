@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# device-train.sh: one device call that trains the default model's candidates on the GPU
+# (training/gpu_sweep.sh) while the CUDA tests run, then times our engine once the GPU is idle.
+# Results come back as two archives under $OUT (the device tool returns at most 8 files).
+#   here:  scripts/device-check.sh --pack build-cuda
+#          python3 training/train.py --data data/hotline --encode-only --cache build-train/cache3.json.gz
+#   there: CACHE=build-train/cache3.json.gz bash scripts/device-train.sh   (carry bundle-cuda and the cache)
+# Env: BUDGET (seconds per training run, 300), EPOCHS (60), CACHE, PEERS (1: also the PyTorch peers).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/device-out}
+mkdir -p "$OUT"
+export BUDGET=${BUDGET:-300} EPOCHS=${EPOCHS:-60} CACHE=${CACHE:-build-train/cache3.json.gz}
+t0=$(date +%s)
+bash training/gpu_sweep.sh /tmp/sweep >/tmp/sweep.log 2>&1 &
+train_pid=$!
+mkdir -p /tmp/dc
+OUT=/tmp/dc bash scripts/device-check.sh --no-peers --no-bench
+wait $train_pid
+echo "training done after $(( $(date +%s) - t0 )) s"
+tail -12 /tmp/sweep.log
+if [ "${PEERS:-0}" = 1 ]; then
+  OUT=/tmp/dc bash scripts/device-check.sh --no-tests --peer-deadline 150
+else
+  OUT=/tmp/dc bash scripts/device-check.sh --no-tests --no-peers
+fi
+cp /tmp/sweep.log /tmp/dc/
+tar -C /tmp -czf "$OUT/train.tar.gz" sweep
+tar -C /tmp -czf "$OUT/check.tar.gz" dc
+ls -la "$OUT"
+echo "all done after $(( $(date +%s) - t0 )) s"
