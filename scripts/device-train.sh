@@ -25,7 +25,10 @@ else
   OUT=/tmp/dc bash scripts/device-check.sh --no-tests --no-peers
 fi
 cp /tmp/sweep.log /tmp/dc/
-tar -C /tmp -czf "$OUT/train.tar.gz" sweep
+# The device tool returns files of at most 16 MiB: the archive goes back in 15 MB parts
+# (join here with `cat train.tar.gz.* > train.tar.gz`).
+tar -C /tmp -czf /tmp/train.tar.gz sweep/best sweep/summary.json sweep/logs.txt
+split -b 15M -d /tmp/train.tar.gz "$OUT/train.tar.gz."
 tar -C /tmp -czf "$OUT/check.tar.gz" dc
 ls -la "$OUT"
 echo "all done after $(( $(date +%s) - t0 )) s"

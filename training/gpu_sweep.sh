@@ -3,7 +3,8 @@
 # Runs on the device machine (python3 there has torch 2.x with CUDA); reads the encoded data set
 # that `train.py --encode-only --cache build-train/cache.json.gz` wrote here.
 #   bash training/gpu_sweep.sh OUT_DIR
-# Env: CACHE (build-train/cache.json.gz), BUDGET (seconds per run, 200), EPOCHS (40), PY (python3),
+# Env: SWEEP (wide: six configurations; focus: three longer runs of the MLM one),
+#      CACHE (build-train/cache.json.gz), BUDGET (seconds per run, 200), EPOCHS (40), PY (python3),
 #      EXTRA (extra train.py arguments for every run, e.g. for a quick local check).
 set -u
 OUT=${1:?usage: gpu_sweep.sh OUT_DIR}
@@ -23,12 +24,19 @@ run() {
       --time-budget "$BUDGET" --threads 2 "$@" $EXTRA > "$RUNS/$name.log" 2>&1
   echo "finished $name rc=$?"
 }
-run base     --batch-size 64 --lr 5e-4 &
-run mlm      --batch-size 64 --lr 5e-4 --mlm-steps 3000 &
-run mlm_lr1e3 --batch-size 64 --lr 1e-3 --mlm-steps 3000 &
-run mlm_aug  --batch-size 64 --lr 5e-4 --mlm-steps 3000 --aug-swap 0.5 --aug-drop 0.3 --aug-filler 0.3 --dropout 0.15 &
-run lr1e3    --batch-size 64 --lr 1e-3 &
-run mlm_s2   --batch-size 64 --lr 5e-4 --mlm-steps 3000 --seed 2 &
+if [ "${SWEEP:-wide}" = focus ]; then
+  # Fewer, longer runs of the configuration that won the wide sweep (MLM first).
+  run mlm_s1   --batch-size 64 --lr 5e-4 --mlm-steps 4000 --seed 1 &
+  run mlm_s2   --batch-size 64 --lr 5e-4 --mlm-steps 4000 --seed 2 &
+  run mlm_b128 --batch-size 128 --lr 8e-4 --mlm-steps 4000 --seed 3 &
+else
+  run base     --batch-size 64 --lr 5e-4 &
+  run mlm      --batch-size 64 --lr 5e-4 --mlm-steps 3000 &
+  run mlm_lr1e3 --batch-size 64 --lr 1e-3 --mlm-steps 3000 &
+  run mlm_aug  --batch-size 64 --lr 5e-4 --mlm-steps 3000 --aug-swap 0.5 --aug-drop 0.3 --aug-filler 0.3 --dropout 0.15 &
+  run lr1e3    --batch-size 64 --lr 1e-3 &
+  run mlm_s2   --batch-size 64 --lr 5e-4 --mlm-steps 3000 --seed 2 &
+fi
 wait
 for f in "$RUNS"/*.log; do echo "== $f"; cat "$f"; done > "$OUT/logs.txt"
 grep -h -E "best epoch|time budget|Error|error" "$RUNS"/*.log
