@@ -12,7 +12,7 @@ DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libgrpc++-dev protobuf-compiler-grpc libsqlite3-dev libhiredis-dev
-  redis-server prometheus libcpp-httplib-dev
+  redis-server prometheus libcpp-httplib-dev tmux
   python3 python3-venv python3-pip python3-numpy python3-yaml
   python3-torch libopenblas0-openmp
 )

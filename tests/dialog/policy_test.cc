@@ -1,0 +1,539 @@
+// The dialog policy through DialogManager (in-memory sessions, a fresh SQLite file), with
+// hand-built NLU results, so each test states exactly what the caller "said".
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "base/error.h"
+#include "dialog/dialog.h"
+#include "dialog/manager_internal.h"
+#include "dialog/session.h"
+#include "test_util.h"
+
+namespace hotline::dialog {
+namespace {
+
+using testing::Dec1;
+using testing::S;
+using testing::U;
+
+class PolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = testing::TestConfig(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    Make();
+  }
+  void Make() { dm_ = DialogManager::Create(config_, testing::TheTaxonomy()); }
+  TurnReply T(const std::string& text, const nlu::Understanding& u,
+              const std::string& call = "c1") {
+    return dm_->Turn(call, text, u, Dec1());
+  }
+  static std::string Slot(const TurnReply& r, const std::string& type) {
+    for (const auto& s : r.slots)
+      if (s.type == type) return s.value;
+    return "<none>";
+  }
+
+  DialogConfig config_;
+  std::unique_ptr<DialogManager> dm_;
+};
+
+TEST_F(PolicyTest, DispatchAsksMissingSlotReadsBackAndCreatesOrderOnAffirm) {
+  TurnReply r = T("喂你好", U("greeting", 0.95f));
+  EXPECT_EQ(r.action, Action::kGreet);
+  EXPECT_EQ(r.intent, "");
+  EXPECT_FALSE(r.done);
+
+  r = T("我家停水了", U("water_outage", 0.9f));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_EQ(r.intent, "water_outage");
+  EXPECT_EQ(r.department, "water");
+  EXPECT_NE(r.reply.find("位置"), std::string::npos) << r.reply;  // prompts.address
+
+  r = T("天河区荷光路南一巷12号",
+        U("provide_info", 0.8f, {{"district", "天河区"}, {"address", "荷光路南一巷12号"}}));
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_EQ(r.reply,
+            "您反映的是天河区荷光路南一巷12号停水的问题，我们将转交自来水公司处理，对吗？");
+  EXPECT_EQ(Slot(r, "address"), "荷光路南一巷12号");
+  EXPECT_EQ(r.work_order_id, "");
+
+  r = T("对的", U("affirm", 0.97f));
+  EXPECT_EQ(r.action, Action::kDispatch);
+  EXPECT_TRUE(r.done);
+  EXPECT_TRUE(std::regex_match(r.work_order_id, std::regex("WO20261201-\\d{6}")))
+      << r.work_order_id;
+  EXPECT_NE(r.reply.find(r.work_order_id), std::string::npos);
+  EXPECT_NE(r.reply.find("自来水公司"), std::string::npos);
+
+  auto order = dm_->GetWorkOrder(r.work_order_id);
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->intent, "water_outage");
+  EXPECT_EQ(order->department, "water");
+  EXPECT_EQ(order->call_id, "c1");
+  EXPECT_EQ(order->status, "open");
+  EXPECT_EQ(order->created_at, "2026-12-01T02:00:00Z");
+  EXPECT_EQ(order->caller_text, "喂你好\n我家停水了\n天河区荷光路南一巷12号\n对的");
+  ASSERT_EQ(order->slots.size(), 2u);
+  EXPECT_EQ(order->slots[0].type, "district");
+  EXPECT_EQ(order->slots[1].value, "荷光路南一巷12号");
+
+  const CallSummary sum = dm_->EndCall("c1");
+  EXPECT_EQ(sum.outcome, "dispatch");
+  EXPECT_EQ(sum.intent, "water_outage");
+  EXPECT_EQ(sum.department, "water");
+  EXPECT_EQ(sum.work_order_id, r.work_order_id);
+  EXPECT_EQ(sum.turns, 4);
+  // The session is gone after EndCall.
+  EXPECT_THROW(dm_->EndCall("c1"), Error);
+}
+
+TEST_F(PolicyTest, OrderIdsCountUpAndNormalisedValuesAreKept) {
+  std::string first;
+  for (int i = 0; i < 3; ++i) {
+    const std::string call = "n" + std::to_string(i);
+    T("工地半夜施工太吵了",
+      U("construction_noise", 0.9f,
+        {{"address", "建国路88号"}, {"time", "昨天晚上十一点", "2026-11-30T23:00:00+08:00"}}),
+      call);
+    TurnReply r = T("是的", U("affirm", 0.9f), call);
+    ASSERT_EQ(r.action, Action::kDispatch);
+    if (i == 0) first = r.work_order_id;
+    EXPECT_EQ(r.work_order_id, "WO20261201-00000" + std::to_string(i + 1));
+  }
+  auto o = dm_->GetWorkOrder("wo20261201000001");  // as the order_id normaliser writes it
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->id, first);
+  ASSERT_EQ(o->slots.size(), 2u);
+  EXPECT_EQ(o->slots[1].normalized, "2026-11-30T23:00:00+08:00");
+  EXPECT_FALSE(dm_->GetWorkOrder("WO20261201-000009"));
+}
+
+TEST_F(PolicyTest, RequiredSlotsAreAskedInOrderAndOnlyWhenMissing) {
+  // social_insurance_payment requires id_number (taxonomy); this answers dir adds district.
+  const std::string dir = testing::TempDir("answers-order");
+  for (const auto& e : std::filesystem::directory_iterator(config_.answers_dir))
+    std::filesystem::copy_file(e.path(), dir + "/" + e.path().filename().string());
+  {
+    std::ofstream f(dir + "/social_insurance_payment.yaml");
+    f << "intent: social_insurance_payment\nrequires: [district]\nanswers:\n"
+         "  - text: \"{district}参保人（尾号{id_number|tail4}）的缴费记录可在官方应用查询。\"\n";
+  }
+  config_.answers_dir = dir;
+  Make();
+  TurnReply r = T("我想查一下社保缴费记录", U("social_insurance_payment", 0.9f));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_NE(r.reply.find("身份证"), std::string::npos) << r.reply;
+  r = T("身份证号是一一零一零五一九八八零六零七一二三四",
+        U("provide_info", 0.9f,
+          {{"id_number", "一一零一零五一九八八零六零七一二三四", "11010519880607123X", false}}));
+  // The normaliser rejected it: asked again, counted as re-asked.
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_NE(r.reply.find("有误"), std::string::npos) << r.reply;
+  EXPECT_EQ(r.slots_reasked, 1);
+  r = T("110105198806071234",
+        U("provide_info", 0.9f, {{"id_number", "110105198806071234", "110105198806071234"}}));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_NE(r.reply.find("哪个区"), std::string::npos) << r.reply;
+  EXPECT_EQ(r.slots_reasked, 0);
+  r = T("朝阳区", U("provide_info", 0.9f, {{"district", "朝阳区"}}));
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find("朝阳区参保人（尾号1234）"), std::string::npos) << r.reply;
+  EXPECT_EQ(r.reply.find("110105198806071234"), std::string::npos);
+  EXPECT_EQ(dm_->EndCall("c1").outcome, "answer");
+
+  // All slots said up front: answered at once.
+  r = T("帮我查下社保缴费 朝阳区 身份证110105198806071234",
+        U("social_insurance_payment", 0.9f,
+          {{"district", "朝阳区"}, {"id_number", "110105198806071234", "110105198806071234"}}),
+        "c2");
+  EXPECT_EQ(r.action, Action::kAnswer);
+}
+
+TEST_F(PolicyTest, DenyAsksWhatToCorrectAndTakesTheCorrection) {
+  T("小区电梯坏了", U("elevator_fault", 0.9f, {{"address", "幸福小区5号楼"}}));
+  TurnReply r = T("不对", U("deny", 0.95f));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_NE(r.reply.find("更正"), std::string::npos);
+  r = T("是幸福小区6号楼", U("provide_info", 0.9f, {{"address", "幸福小区6号楼"}}));
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_NE(r.reply.find("幸福小区6号楼电梯故障"), std::string::npos) << r.reply;
+  EXPECT_NE(r.reply.find("住房和城乡建设局"), std::string::npos) << r.reply;
+  r = T("对", U("affirm", 0.95f));
+  ASSERT_EQ(r.action, Action::kDispatch);
+  EXPECT_EQ(dm_->GetWorkOrder(r.work_order_id)->slots.at(0).value, "幸福小区6号楼");
+}
+
+TEST_F(PolicyTest, CorrectionInTheDenyTurnItselfIsReadBackAgain) {
+  T("我们这里停电了",
+    U("power_outage", 0.9f, {{"district", "海珠区"}, {"address", "江南大道100号"}}));
+  TurnReply r = T("不是海珠区是荔湾区", U("deny", 0.9f, {{"district", "荔湾区"}}));
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_EQ(r.reply, "您反映的是荔湾区江南大道100号停电的问题，我们将转交供电公司处理，对吗？");
+  EXPECT_EQ(Slot(r, "district"), "荔湾区");
+}
+
+TEST_F(PolicyTest, ConfidentNewBusinessIntentSwitchesTheMainIntent) {
+  TurnReply r = T("我家没水了", U("water_outage", 0.9f));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  // Not confident enough to switch: the main intent stays, the slot question is asked again.
+  r = T("电也不稳", U("power_outage", 0.6f));
+  EXPECT_EQ(r.intent, "water_outage");
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_EQ(r.slots_reasked, 1);
+  // Confident: switched; the address question was asked before, so it counts as asked again.
+  r = T("不对不对，是停电了不是停水", U("power_outage", 0.92f));
+  EXPECT_EQ(r.intent, "power_outage");
+  EXPECT_EQ(r.department, "power");
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  r = T("白云区机场路3号",
+        U("provide_info", 0.9f, {{"district", "白云区"}, {"address", "机场路3号"}}));
+  EXPECT_EQ(r.reply, "您反映的是白云区机场路3号停电的问题，我们将转交供电公司处理，对吗？");
+}
+
+TEST_F(PolicyTest, AnswerIntentSwitchKeepsTheLatestQuestion) {
+  TurnReply r = T("我想问一下公积金贷款怎么办", U("hpf_loan", 0.9f));
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find("贷款"), std::string::npos);
+  r = T("哦不是贷款，我是想用公积金付房租", U("hpf_withdrawal", 0.85f));
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_EQ(r.intent, "hpf_withdrawal");
+  EXPECT_NE(r.reply.find("租房提取"), std::string::npos) << r.reply;  // text_any: 房租
+  r = T("没有了谢谢", U("deny", 0.9f));
+  EXPECT_EQ(r.action, Action::kEnd);
+  EXPECT_TRUE(r.done);
+  const CallSummary s = dm_->EndCall("c1");
+  EXPECT_EQ(s.outcome, "answer");
+  EXPECT_EQ(s.intent, "hpf_withdrawal");
+  EXPECT_EQ(s.department, "hpf");
+}
+
+TEST_F(PolicyTest, SwitchWhileConfirmingReadsBackTheNewIntent) {
+  T("楼上漏水漏到我家了", U("house_leak_repair", 0.9f, {{"address", "人民路5号2单元"}}));
+  TurnReply r = T("不对，其实是小区物业不管事", U("property_service", 0.9f));
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_EQ(r.intent, "property_service");
+  EXPECT_NE(r.reply.find("人民路5号2单元物业服务"), std::string::npos) << r.reply;
+}
+
+TEST_F(PolicyTest, TwoLowConfidenceTurnsInARowHandOff) {
+  T("我要反映个问题", U("water_outage", 0.9f));
+  TurnReply r = T("呃那个就是", U("out_of_scope", 0.3f));
+  EXPECT_EQ(r.action, Action::kClarify);
+  EXPECT_FALSE(r.done);
+  EXPECT_NE(r.reply.find("位置"), std::string::npos) << "re-asks the open question: " << r.reply;
+  r = T("嗯嗯那个", U("goodbye", 0.2f));
+  EXPECT_EQ(r.action, Action::kHandoff);
+  EXPECT_TRUE(r.done);
+  // Later turns keep saying the caller is being transferred.
+  r = T("喂", U("greeting", 0.9f));
+  EXPECT_EQ(r.action, Action::kHandoff);
+  EXPECT_EQ(dm_->EndCall("c1").outcome, "human");
+}
+
+TEST_F(PolicyTest, LowConfidenceStreakIsBrokenByAnUnderstoodTurn) {
+  T("呃", U("out_of_scope", 0.2f));
+  T("我家停水了", U("water_outage", 0.9f));
+  TurnReply r = T("嗯", U("affirm", 0.3f));
+  EXPECT_EQ(r.action, Action::kClarify);
+  // A low-confidence turn that still carries a slot is understood.
+  r = T("中山路1号", U("street_vendor", 0.4f, {{"address", "中山路1号"}}));
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_EQ(r.intent, "water_outage");
+}
+
+TEST_F(PolicyTest, BareValueAnswersAFreeTextQuestion) {
+  T("公司拖欠我三个月工资", U("wage_arrears", 0.9f));
+  TurnReply r = T("就是鑫源物业公司", U("provide_info", 0.7f));  // the model spanned nothing
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_EQ(Slot(r, "organization"), "鑫源物业公司");
+  EXPECT_EQ(r.reply,
+            "您反映的是鑫源物业公司拖欠工资的问题，我们将转交人力资源和社会保障局处理，对吗？");
+}
+
+TEST_F(PolicyTest, TurnLimitHandsOff) {
+  config_.max_turns = 3;
+  Make();
+  T("喂", U("greeting", 0.9f));
+  T("我要投诉", U("consumer_complaint", 0.9f));
+  TurnReply r = T("这个嘛", U("provide_info", 0.9f));
+  EXPECT_FALSE(r.done);
+  r = T("还是那个", U("provide_info", 0.9f));
+  EXPECT_EQ(r.action, Action::kHandoff);
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(dm_->EndCall("c1").outcome, "human");
+}
+
+TEST_F(PolicyTest, HumanAgentHandsOffAtOnce) {
+  T("我家停水了", U("water_outage", 0.9f));
+  TurnReply r = T("我要转人工", U("human_agent", 0.9f));
+  EXPECT_EQ(r.action, Action::kHandoff);
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(r.intent, "water_outage");  // the agent sees what was collected
+  const CallSummary s = dm_->EndCall("c1");
+  EXPECT_EQ(s.outcome, "human");
+  EXPECT_EQ(s.intent, "water_outage");
+}
+
+TEST_F(PolicyTest, OrderStatusAndUrgeLookTheOrderUp) {
+  T("垃圾好几天没人收了", U("garbage_collection", 0.9f, {{"address", "解放路20号"}}), "a");
+  const std::string id = T("对", U("affirm", 0.9f), "a").work_order_id;
+  ASSERT_FALSE(id.empty());
+
+  // Another call asks for the status, the id given as the normaliser writes it.
+  TurnReply r = T("我想查一下工单进度", U("order_status", 0.9f), "b");
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_NE(r.reply.find("工单编号"), std::string::npos);
+  const std::string spoken = "WO20261201000001";
+  r = T("工单号是" + spoken, U("provide_info", 0.9f, {{"order_id", spoken, spoken}}), "b");
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find(id), std::string::npos) << r.reply;
+  EXPECT_NE(r.reply.find("城市管理综合执法局"), std::string::npos) << r.reply;
+  EXPECT_NE(r.reply.find("12月1日10:00"), std::string::npos) << r.reply;
+  EXPECT_EQ(dm_->EndCall("b").outcome, "answer");
+
+  // Urging, twice (second time in the same call, as a follow-up).
+  r = T("我要催一下工单" + spoken, U("order_urge", 0.9f, {{"order_id", spoken, spoken}}), "c");
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find("第1次"), std::string::npos) << r.reply;
+  r = T("再催一下" + spoken, U("order_urge", 0.9f, {{"order_id", spoken, spoken}}), "c");
+  EXPECT_NE(r.reply.find("第2次"), std::string::npos) << r.reply;
+  auto order = dm_->GetWorkOrder(id);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->urged_at.size(), 2u);
+  EXPECT_EQ(order->urged_at[0], "2026-12-01T02:00:00Z");
+}
+
+TEST_F(PolicyTest, OrderStatusOfTheCallsOwnOrderNeedsNoId) {
+  T("路口红绿灯坏了", U("traffic_signal", 0.9f, {{"address", "中山路和解放路路口"}}));
+  const std::string id = T("对的", U("affirm", 0.9f)).work_order_id;
+  TurnReply r = T("那大概什么时候能处理", U("order_status", 0.8f));
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find(id), std::string::npos) << r.reply;
+  // Read as urging: the order was made in this call, so the caller hears its status instead.
+  r = T("那我这个工单大概什么时候能处理好", U("order_urge", 0.66f));
+  EXPECT_NE(r.reply.find("正在办理"), std::string::npos) << r.reply;
+  EXPECT_TRUE(dm_->GetWorkOrder(id)->urged_at.empty());
+  const CallSummary s = dm_->EndCall("c1");
+  EXPECT_EQ(s.outcome, "dispatch");
+  EXPECT_EQ(s.intent, "traffic_signal");  // summarised by the order, not the follow-up
+  EXPECT_EQ(s.department, "traffic");
+}
+
+TEST_F(PolicyTest, UnknownOrderIsAskedAgainThenHandedOff) {
+  TurnReply r = T("查工单GD20261128001",
+                  U("order_status", 0.9f, {{"order_id", "GD20261128001", "GD20261128001"}}));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_NE(r.reply.find("没有查到"), std::string::npos) << r.reply;
+  EXPECT_EQ(r.slots_reasked, 1);
+  r = T("GD20261128002", U("provide_info", 0.9f, {{"order_id", "GD20261128002", "GD20261128002"}}));
+  EXPECT_EQ(r.action, Action::kHandoff);
+  EXPECT_EQ(dm_->EndCall("c1").outcome, "human");
+}
+
+TEST_F(PolicyTest, SocialTurnsGetFittingReplies) {
+  TurnReply r = T("你好", U("greeting", 0.9f));
+  EXPECT_EQ(r.action, Action::kGreet);
+  EXPECT_NE(r.reply.find("12345"), std::string::npos);
+  r = T("今天天气怎么样", U("out_of_scope", 0.9f));
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find("受理范围"), std::string::npos);
+  r = T("你们服务真好", U("praise", 0.9f));
+  EXPECT_NE(r.reply.find("感谢"), std::string::npos);
+  EXPECT_FALSE(r.done);
+  r = T("好的再见", U("goodbye", 0.9f));
+  EXPECT_EQ(r.action, Action::kEnd);
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(dm_->EndCall("c1").outcome, "answer");  // thanked and told: a served call
+  // Greeted and hung up: abandoned.
+  T("喂你好", U("greeting", 0.9f), "c2");
+  EXPECT_EQ(T("没事了再见", U("goodbye", 0.9f), "c2").action, Action::kEnd);
+  EXPECT_EQ(dm_->EndCall("c2").outcome, "abandoned");
+}
+
+TEST_F(PolicyTest, BareValueShapedLikeThePendingSlotIsNotASwitch) {
+  T("在饭店吃坏肚子了", U("food_safety", 0.95f));
+  // The model reads the restaurant name alone as another business intent, confidently.
+  TurnReply r = T("好味道餐厅", U("air_pollution", 0.93f));
+  EXPECT_EQ(r.intent, "food_safety");
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_EQ(Slot(r, "organization"), "好味道餐厅");
+  r = T("不对", U("deny", 0.95f));
+  r = T("叫好味来餐厅", U("air_pollution", 0.96f));
+  EXPECT_EQ(r.intent, "food_safety");
+  EXPECT_EQ(Slot(r, "organization"), "好味来餐厅");
+  // A phrase not shaped like an organisation does switch.
+  r = T("不是，是河里有人排污水", U("water_pollution", 0.95f));
+  EXPECT_EQ(r.intent, "water_pollution");
+}
+
+TEST_F(PolicyTest, LastValueOfATypeWinsAndAddressPiecesJoin) {
+  nlu::Understanding u = U("deny", 0.95f, {{"district", "天河区"}, {"district", "海珠区"}});
+  T("我们这停电了", U("power_outage", 0.9f));
+  nlu::Understanding a =
+      U("provide_info", 0.9f, {{"address", "荷光路"}, {"address", "南一巷12号"}});
+  a.slots[0].start = 0;
+  a.slots[0].end = 3;
+  a.slots[1].start = 3;
+  a.slots[1].end = 9;
+  TurnReply r = T("荷光路南一巷12号", a);
+  EXPECT_EQ(Slot(r, "address"), "荷光路南一巷12号");
+  r = T("不是天河区，是海珠区", u);
+  EXPECT_EQ(Slot(r, "district"), "海珠区");
+}
+
+TEST_F(PolicyTest, OrderIdWithDashIsReadFromTheText) {
+  T("垃圾没人收", U("garbage_collection", 0.9f, {{"address", "解放路20号"}}), "a");
+  const std::string id = T("对", U("affirm", 0.9f), "a").work_order_id;
+  ASSERT_EQ(id, "WO20261201-000001");
+  // The model breaks the id at the dash into an order id and a "phone".
+  TurnReply r = T("查一下工单WO20261201-000001的进度",
+                  U("order_status", 0.9f,
+                    {{"order_id", "20261201", "20261201"}, {"phone", "000001", "000001"}}),
+                  "b");
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find(id), std::string::npos) << r.reply;
+  EXPECT_EQ(Slot(r, "phone"), "<none>");
+  // Digits alone find it too.
+  r = T("工单号是20261201000001",
+        U("order_urge", 0.9f, {{"order_id", "20261201000001", "20261201000001"}}), "c");
+  EXPECT_NE(r.reply.find("第1次"), std::string::npos) << r.reply;
+}
+
+TEST_F(PolicyTest, UnfinishedCallIsAbandoned) {
+  T("我要投诉一个饭店", U("food_safety", 0.9f));
+  const CallSummary s = dm_->EndCall("c1");
+  EXPECT_EQ(s.outcome, "abandoned");
+  EXPECT_EQ(s.intent, "food_safety");
+  EXPECT_EQ(s.department, "market");
+  EXPECT_EQ(s.work_order_id, "");
+}
+
+TEST_F(PolicyTest, BadCallIdsAreInvalidArgumentsUnknownIsNotFound) {
+  for (const std::string& bad : {std::string(""), std::string(129, 'a'), std::string("a b"),
+                                 std::string("呼叫1"), std::string("x/y")}) {
+    try {
+      T("你好", U("greeting", 0.9f), bad);
+      ADD_FAILURE() << "accepted call id '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::kInvalidArgument);
+    }
+  }
+  EXPECT_NO_THROW(T("你好", U("greeting", 0.9f), std::string(128, 'a')));
+  for (const std::string& bad_text : {std::string("\xff\xfe"), std::string(5000, 'a')}) {
+    try {
+      T(bad_text, U("greeting", 0.9f));
+      ADD_FAILURE() << "accepted text of " << bad_text.size() << " bytes";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::kInvalidArgument) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(T("你好", U("greeting", 0.9f), "sip:call-1_2.3"));
+  try {
+    dm_->EndCall("never-seen");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kNotFound);
+  }
+}
+
+TEST_F(PolicyTest, TurnsOfOneCallAreSerialised) {
+  constexpr int kThreads = 4, kTurns = 25;
+  config_.max_turns = 1000;
+  Make();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < kTurns; ++i) T("嗯", U("provide_info", 0.9f));
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(dm_->EndCall("c1").turns, kThreads * kTurns);
+}
+
+TEST_F(PolicyTest, IdleSessionsExpire) {
+  auto now =
+      std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+  auto store = NewMemorySessionStore(std::chrono::seconds(600), [now] { return *now; });
+  auto dm = NewDialogManager(config_, testing::TheTaxonomy(), std::move(store),
+                             WorkOrderStore::Open(config_.work_order_db));
+  dm->Turn("idle", "我家停水了", U("water_outage", 0.9f), Dec1());
+  *now += std::chrono::seconds(599);
+  EXPECT_EQ(
+      dm->Turn("idle", "中山路1号", U("provide_info", 0.9f, {{"address", "中山路1号"}}), Dec1())
+          .action,
+      Action::kConfirm);
+  *now += std::chrono::seconds(601);
+  // Idle too long: the call starts over.
+  TurnReply r = dm->Turn("idle", "对", U("affirm", 0.9f), Dec1());
+  EXPECT_EQ(r.intent, "");
+  EXPECT_EQ(dm->EndCall("idle").turns, 1);
+}
+
+TEST(DialogConfigTest, LoadsTheShippedConfigAndRejectsBadFields) {
+  const DialogConfig c = DialogConfig::Load(testing::SourcePath("config/dialog.yaml"));
+  EXPECT_EQ(c.session_store, "memory");
+  EXPECT_EQ(c.max_turns, 20);
+  EXPECT_FLOAT_EQ(c.switch_confidence, 0.8f);
+  const std::string dir = testing::TempDir("badconfig");
+  auto load_with = [&](const std::string& text) {
+    std::ofstream(dir + "/d.yaml") << text;
+    return DialogConfig::Load(dir + "/d.yaml");
+  };
+  for (const char* bad_text : {"max_turns: 0", "min_confidence: 1.5", "session_store: mongo://x",
+                               "idle_timeout_s: abc", "switch_confidence: 0.1"}) {
+    const std::string bad(bad_text);
+    try {
+      load_with(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.substr(0, bad.find(':'))), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(DialogConfig::Load(dir + "/missing.yaml"), Error);
+  // A manager refuses an answers dir without a file for every answer intent.
+  DialogConfig d = testing::TestConfig("noanswers");
+  d.answers_dir = dir;
+  try {
+    DialogManager::Create(d, testing::TheTaxonomy());
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pension_inquiry.yaml"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SessionJsonTest, RoundTripsEveryField) {
+  Session s;
+  s.call_id = "c-9";
+  s.main_intent = "wage_arrears";
+  s.stage = Stage::kCorrecting;
+  s.SetSlot({"organization", "鑫源公司", ""}, true);
+  s.SetSlot({"phone", "13812345678", "13812345678"}, false);
+  s.asking_slot = "organization";
+  s.asked_slots = {"organization"};
+  s.turns = 7;
+  s.low_confidence_streak = 1;
+  s.order_misses = 1;
+  s.caller_texts = {"a", "b"};
+  s.all_texts = {"x", "a", "b"};
+  s.work_order_id = "WO20261201-000001";
+  s.dispatched = true;
+  s.handed_off = true;
+  const nlohmann::json j = SessionToJson(s);
+  const Session t = SessionFromJson(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(SessionToJson(t), j);
+  EXPECT_EQ(t.stage, Stage::kCorrecting);
+  EXPECT_EQ(t.slot_valid, (std::vector<bool>{true, false}));
+  nlohmann::json broken = j;
+  broken.erase("stage");
+  EXPECT_THROW(SessionFromJson(broken), Error);
+  broken = j;
+  broken["version"] = 2;
+  EXPECT_THROW(SessionFromJson(broken), Error);
+}
+
+}  // namespace
+}  // namespace hotline::dialog
