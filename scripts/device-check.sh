@@ -1,76 +1,227 @@
 #!/usr/bin/env bash
 # device-check.sh: one run on the GPU machine for the CUDA backend. Builds nothing there: it
-# unpacks a bundle made here, runs the CUDA tests, our benchmark and — in the same run — the
-# PyTorch peers, and prints a short table last (full results under $OUT).
+# unpacks a bundle made here and, in one call (keep it under 9 minutes):
+#   tests   cuda_kernels_test, cuda_encoder_test, cuda_backend_test
+#   bench   hotline_cuda_bench (the encoder runner alone)
+#   peers   the PyTorch peers, same run (../shared/peers/gpu/bench_peers.py)
+#   model   a BERT-base-sized model folder made there (bench/cuda/make_serve_model.py: the default
+#           model's vocabulary and labels, random weights), in the background from the start
+#   s2      `hotline serve` with backend cuda, precision fp16 on that model (the pipeline builds
+#           and caches the CUDA plan), `hotline bench` against it from the same machine at 64 and
+#           256 callers: requests/s and P99 (PERFORMANCE.md S2)
+#   perf    `hotline perf` on that FP16 plan: batch 1 x 64 and 128 x 64 through the engine API
+#   parity  that FP16 plan against PyTorch FP32 on 1,000 random inputs (bench/cuda/parity.py):
+#           relative error <= 1e-2 and the same intent; and the trained default model's FP16
+#           plan against ONNX Runtime FP32 on the same kind of inputs
+# and prints a short table last. Files under $OUT (at most 8 come back): table.md, summary.json,
+# integration.json, hotline_cuda.json, peers_results.json, logs.txt.
 #
 # Here (the machine with nvcc, no GPU):
-#   cmake --build build-cuda --target cuda_kernels_test cuda_encoder_test hotline_cuda_bench
-#   scripts/device-check.sh --pack build-cuda        # -> bundle-cuda/ (git-ignored)
+#   cmake --build build-X --target hotline cuda_kernels_test cuda_encoder_test cuda_backend_test \
+#         hotline_cuda_bench
+#   scripts/device-check.sh --pack build-X        # -> bundle-cuda/ (git-ignored)
 # There (through the device tool, carrying bundle-cuda):
-#   bash scripts/device-check.sh [--no-peers] [--no-tests] [--no-bench] [--peer-deadline S]
+#   bash scripts/device-check.sh [--no-tests] [--no-bench] [--no-peers] [--no-s2] [--no-parity]
+#        [--peer-deadline S] [--s2-duration S]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUNDLE_DIR=bundle-cuda
+BUNDLE_DIR=${BUNDLE_DIR:-bundle-cuda}
 
 if [ "${1:-}" = "--pack" ]; then
   build=${2:-build-cuda}
   mkdir -p "$BUNDLE_DIR/peers"
+  cuda=$build/src/engine/cuda
   /work/shared/tools/device-bundle "$BUNDLE_DIR/cuda.tar.xz" \
-    "$build/src/engine/cuda/cuda_kernels_test" "$build/src/engine/cuda/cuda_encoder_test" \
-    "$build/src/engine/cuda/hotline_cuda_bench" "$build/src/engine/cuda/cuda_backend_test"
+    "$cuda/cuda_kernels_test" "$cuda/cuda_encoder_test" "$cuda/hotline_cuda_bench" \
+    "$cuda/cuda_backend_test" "$build/hotline" || exit 1
   cp /work/shared/peers/gpu/bench_peers.py "$BUNDLE_DIR/peers/"
   ls -la "$BUNDLE_DIR"
   exit 0
 fi
 
-peers=1; tests=1; bench=1; peer_deadline=240
+peers=1; tests=1; bench=1; s2=1; parity=1; peer_deadline=200; s2_duration=10
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-peers) peers=0 ;;
     --no-tests) tests=0 ;;
     --no-bench) bench=0 ;;
+    --no-s2) s2=0 ;;
+    --no-parity) parity=0 ;;
     --peer-deadline) peer_deadline=$2; shift ;;
+    --s2-duration) s2_duration=$2; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
 OUT=${OUT:-$PWD/device-out}
-mkdir -p "$OUT" /tmp/hl
-tar -C /tmp/hl -xJf "$BUNDLE_DIR/cuda.tar.xz" || { echo "cannot unpack the bundle"; exit 1; }
+HL=/tmp/hl
+LOG=$OUT/logs.txt
+mkdir -p "$OUT" $HL
+tar -C $HL -xJf "$BUNDLE_DIR/cuda.tar.xz" || { echo "cannot unpack the bundle"; exit 1; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
-  --format=csv >"$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+section() { echo "===== $* ($(( $(date +%s) - t0 )) s)" | tee -a "$LOG"; }
 t0=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
+  --format=csv 2>&1 | tee -a "$LOG"
 status=0
+INT=$OUT/integration.json
+echo '{}' >"$INT"
+record() {  # record KEY JSON-FILE-OR-TEXT: merges one result into integration.json
+  python3 - "$INT" "$1" "$2" <<'PY'
+import json, sys
+path, key, val = sys.argv[1:4]
+d = json.load(open(path))
+try:
+    d[key] = json.loads(open(val).read()) if not val.startswith("{") else json.loads(val)
+except Exception as e:  # noqa: BLE001
+    d[key] = {"error": repr(e)}
+json.dump(d, open(path, "w"), indent=1)
+PY
+}
+
+# The base model folder, made in the background while the tests and benchmarks run.
+REPO=$HL/repo
+model_pid=""
+if [ $s2 = 1 ] || [ $parity = 1 ]; then
+  (python3 bench/cuda/make_serve_model.py --out $REPO/base --size base --max-batch 256 \
+     --instances 4 >$HL/model.json 2>$HL/model.log; echo $? >$HL/model.rc) &
+  model_pid=$!
+fi
+
 if [ $tests = 1 ]; then
+  section tests
   export HOTLINE_SOURCE_DIR=$PWD  # fixtures for cuda_backend_test
   for t in cuda_kernels_test cuda_encoder_test cuda_backend_test; do
-    /tmp/hl/run $t --gtest_brief=1 >>"$OUT/tests.log" 2>&1
+    $HL/run $t --gtest_brief=1 >$HL/$t.log 2>&1
     rc=$?
     [ $rc = 0 ] || status=1
-    echo "$t: exit $rc"
+    echo "$t: exit $rc" | tee -a "$LOG"
+    cat $HL/$t.log >>"$LOG"
+    grep -E "FAILED|rel err" $HL/$t.log | tail -8
   done
-  grep -E "PASSED|FAILED|rel err|seed" "$OUT/tests.log" | tail -20
+  record tests "{\"status\": $status}"
 fi
-echo "tests done after $(( $(date +%s) - t0 )) s"
 # The peers' mixed workload lengths (numpy's generator, same seed and call as bench_peers.py).
 python3 -c "import numpy as np; print('\n'.join(map(str, np.random.default_rng(20261130).integers(8, 129, size=1024))))" \
-  >/tmp/hl/mixed_lengths.txt 2>/dev/null || rm -f /tmp/hl/mixed_lengths.txt
-lengths_arg=""; [ -s /tmp/hl/mixed_lengths.txt ] && lengths_arg="--mixed-lengths /tmp/hl/mixed_lengths.txt"
+  >$HL/mixed_lengths.txt 2>/dev/null || rm -f $HL/mixed_lengths.txt
+lengths_arg=""; [ -s $HL/mixed_lengths.txt ] && lengths_arg="--mixed-lengths $HL/mixed_lengths.txt"
 if [ $bench = 1 ]; then
-  /tmp/hl/run hotline_cuda_bench --out "$OUT/hotline_cuda.json" $lengths_arg 2>&1 | tee "$OUT/bench.log"
-  echo "bench done after $(( $(date +%s) - t0 )) s"
+  section bench
+  $HL/run hotline_cuda_bench --out "$OUT/hotline_cuda.json" $lengths_arg >>"$LOG" 2>&1 \
+    || echo "hotline_cuda_bench failed" | tee -a "$LOG"
 fi
+
+if [ -n "$model_pid" ]; then
+  section "waiting for the model folder"
+  wait $model_pid
+  cat $HL/model.json $HL/model.log >>"$LOG"
+  if [ "$(cat $HL/model.rc 2>/dev/null)" != 0 ]; then
+    echo "make_serve_model failed" | tee -a "$LOG"; tail -5 $HL/model.log; s2=0; parity=0; status=1
+  else
+    record model $HL/model.json
+  fi
+fi
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PLAN=""
+if [ $s2 = 1 ]; then
+  section "s2: hotline serve (cuda fp16)"
+  GRPC=$(free_port); HTTP=$(free_port)
+  cat >$HL/server.yaml <<YAML
+host: 127.0.0.1
+grpc_port: $GRPC
+http_port: $HTTP
+model_repository: $REPO
+startup_models: ["*"]
+log_requests: false
+http_threads: 16
+max_texts_per_call: 256
+backend: cuda
+precision: fp16
+YAML
+  python3 - data/hotline/test.jsonl $HL/texts.txt <<'PY'
+import json, sys
+out = open(sys.argv[2], "w", encoding="utf-8")
+for line in open(sys.argv[1], encoding="utf-8"):
+    t = json.loads(line)["text"]
+    if 5 <= len(t) <= 60:
+        out.write(t.replace("\n", " ") + "\n")
+PY
+  ts=$(date +%s)
+  $HL/run hotline serve --config $HL/server.yaml >$HL/serve.log 2>&1 &
+  server_pid=$!
+  ready=0
+  for _ in $(seq 1 480); do
+    if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$HTTP/readyz', timeout=1)" 2>/dev/null; then
+      ready=1; break
+    fi
+    kill -0 $server_pid 2>/dev/null || break
+    sleep 0.5
+  done
+  echo "server ready=$ready after $(( $(date +%s) - ts )) s (plan build + load + warm-up)" | tee -a "$LOG"
+  if [ $ready = 1 ]; then
+    for c in 64 256; do
+      $HL/run hotline bench --target 127.0.0.1:$GRPC --concurrency $c --duration $s2_duration \
+        --warmup 3 --texts $HL/texts.txt --json >$HL/bench_c$c.json 2>>"$LOG"
+      cat $HL/bench_c$c.json | tee -a "$LOG"
+      record s2_c$c $HL/bench_c$c.json
+    done
+    python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$HTTP/metrics').read().decode()[:6000])" >>"$LOG" 2>&1
+  else
+    status=1
+  fi
+  kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null
+  echo "--- serve.log (tail)" >>"$LOG"; tail -40 $HL/serve.log >>"$LOG"
+  [ $ready = 1 ] || tail -15 $HL/serve.log
+  PLAN=$(ls $REPO/base/cache/base-fp16-cuda-*.plan 2>/dev/null | head -1)
+fi
+
+if [ $parity = 1 ]; then
+  if [ -z "$PLAN" ]; then
+    section "building the fp16 plan"
+    PLAN=$HL/base-fp16.plan
+    $HL/run hotline build --onnx $REPO/base/model.onnx -o $PLAN --backend cuda --precision fp16 \
+      --profile 1x1:32x64:256x128 >>"$LOG" 2>&1 || { echo "hotline build failed" | tee -a "$LOG"; status=1; }
+  fi
+  if [ -s "$PLAN" ]; then
+    section "perf (engine API, fp16 plan)"
+    for bs in "1 64" "128 64"; do
+      set -- $bs
+      $HL/run hotline perf --plan "$PLAN" --batch $1 --seq $2 --iters 300 >$HL/perf_$1x$2.json 2>>"$LOG"
+      cat $HL/perf_$1x$2.json | tee -a "$LOG"
+      record perf_$1x$2 $HL/perf_$1x$2.json
+    done
+    section "parity vs PyTorch fp32 (1,000 inputs)"
+    python3 bench/cuda/parity.py --model-dir $REPO/base --plan "$PLAN" --hotline "$HL/run hotline" \
+      --n 1000 --chunk 250 --out $HL/parity.json >>"$LOG" 2>&1 || status=1
+    record parity $HL/parity.json
+  fi
+  # The trained default model too (real weights: intents are well separated), against ONNX
+  # Runtime FP32 on its own ONNX file.
+  section "parity: default model, fp16 plan vs onnxruntime fp32"
+  $HL/run hotline build --onnx models/default/model.onnx -o $HL/default-fp16.plan --backend cuda \
+    --precision fp16 --profile 1x1:32x64:256x128 >>"$LOG" 2>&1 \
+    && python3 bench/cuda/parity.py --model-dir models/default --plan $HL/default-fp16.plan \
+         --hotline "$HL/run hotline" --reference onnx --n 1000 --chunk 250 \
+         --out $HL/parity_default.json >>"$LOG" 2>&1 || status=1
+  record parity_default $HL/parity_default.json
+fi
+
 if [ $peers = 1 ]; then
-  mkdir -p "$OUT/peers"
+  section peers
+  mkdir -p $HL/peers
   PYTHONUNBUFFERED=1 timeout $((peer_deadline + 60)) python3 "$BUNDLE_DIR/peers/bench_peers.py" \
-    --out "$OUT/peers" --tag run --sections env,grid,mixed --models small,base \
+    --out $HL/peers --tag run --sections env,grid,mixed --models small,base \
     --variants eager_fp16_sdpa,cudagraph_fp16_sdpa --batches 1,128 --seqs 64,128 \
-    --mixed-passes 1 --target-s 0.3 --deadline-s "$peer_deadline" >"$OUT/peers.log" 2>&1
-  echo "peers exit $? after $(( $(date +%s) - t0 )) s"
-  tail -5 "$OUT/peers.log"
+    --mixed-passes 1 --target-s 0.3 --deadline-s "$peer_deadline" >$HL/peers.log 2>&1
+  echo "peers exit $?" | tee -a "$LOG"
+  cat $HL/peers.log >>"$LOG"
+  cp $HL/peers/results_run.json "$OUT/peers_results.json" 2>/dev/null
 fi
-[ $bench = 1 ] && python3 bench/cuda/compare.py "$OUT/hotline_cuda.json" "$OUT/peers/results_run.json" \
-  --summary "$OUT/summary.json" | tee "$OUT/table.md"
+section done
+{
+  [ $bench = 1 ] && [ -s "$OUT/hotline_cuda.json" ] && python3 bench/cuda/compare.py \
+    "$OUT/hotline_cuda.json" "$OUT/peers_results.json" --summary "$OUT/summary.json"
+  python3 bench/cuda/integration_table.py "$INT"
+} | tee "$OUT/table.md"
 exit $status

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: bash scripts/run.sh build/hotline
 # Builds the default model's plan for this machine when no matching plan is cached, then runs
-# hotline serve on 127.0.0.1 (gRPC 50051, HTTP 8080) in the foreground. Ctrl-C stops it
-# gracefully.
+# hotline serve on 127.0.0.1 (gRPC 50051, HTTP 8080) in the foreground, with the dialog when
+# the config has a dialog: section (config/server.yaml does). Ctrl-C stops it gracefully.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HOTLINE="${1:-build/hotline}"
@@ -28,6 +28,13 @@ run: starting hotline serve (gRPC 127.0.0.1:50051, HTTP 127.0.0.1:8080). Once re
        -H 'Content-Type: application/json' \
        -d '{"text": "朝阳区建国路88号工地晚上十一点还在打桩"}'
   curl -s http://127.0.0.1:8080/metrics | grep hotline_requests_total
+
+A call (config/server.yaml's dialog: section; work orders go to var/work_orders.sqlite):
+
+  curl -s -X POST http://127.0.0.1:8080/v1/converse -H 'Content-Type: application/json' \
+       -d '{"call_id": "demo-1", "text": "我家停水了"}'
+  curl -s -X POST http://127.0.0.1:8080/v1/calls/demo-1/end
+  build/hotline chat --server 127.0.0.1:50051 --show-nlu     # a call from the terminal
 
 MSG
 exec "$HOTLINE" serve --config "$CONFIG" --model-repo "$(dirname "$MODEL")"

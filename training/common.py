@@ -10,10 +10,16 @@ Contracts the C++ side mirrors (src/text, src/nlu):
 - Slot tags: "O", then "B-<slot>", "I-<slot>" for each slot in hotline.yaml order.
 - Decoding: a span starts at a B-x token, or at an I-x token that does not continue a span of
   type x; it grows over following I-x tokens. Its code-point extent runs from the first token's
-  start to the last token's end. [CLS]/[SEP]/padding carry no tags.
+  start to the last token's end, cut to begin after the previous kept span, then trimmed of
+  whitespace, punctuation and control characters at both ends (src/nlu/bio.cc ToCharSpans).
+  Spans shorter than MIN_SPAN_CHARS code points are dropped: no value of any slot type is one
+  character long (validate.py never sees one in the data), and the single-character spans a
+  model emits inside running text (万 in 千恩万谢, 证, 厂) were half of the shipped model's false
+  positives. [CLS]/[SEP]/padding carry no tags.
 """
 import json
 import os
+import unicodedata
 
 import yaml
 
@@ -21,6 +27,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAXONOMY = os.path.join(REPO, "config", "taxonomy", "hotline.yaml")
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 IGNORE = -100  # label for positions the loss skips
+MIN_SPAN_CHARS = 2  # decoded spans shorter than this (code points) are dropped; bio.cc agrees
 
 
 class Taxonomy:
@@ -124,29 +131,54 @@ class Encoder:
                 "spans": spans, "text": text}
 
 
-def decode_spans(tag_ids, offsets, tags):
-    """Token tag ids (aligned with offsets; specials skipped) -> [(type, start, end)]."""
-    spans = []
+def _trimmable(ch):
+    """Whitespace, punctuation or control, as src/text/unicode.cc Classify (BERT's classes):
+    every non-alphanumeric ASCII character; elsewhere categories P*, Z*, C*."""
+    if ord(ch) < 128:
+        return not ch.isalnum()
+    cat = unicodedata.category(ch)
+    return cat[0] in "PZC"
+
+
+def decode_spans(tag_ids, offsets, tags, text=None):
+    """Token tag ids (aligned with offsets; specials skipped) -> [(type, start, end)].
+
+    text: the utterance; when given, spans are trimmed of whitespace/punctuation/control at
+    both ends as the C++ pipeline does. Spans shorter than MIN_SPAN_CHARS are always dropped."""
+    raw = []
     cur = None
     for t, (a, b) in zip(tag_ids, offsets):
         if b <= a:  # [CLS], [SEP], padding
             if cur:
-                spans.append(tuple(cur))
+                raw.append(tuple(cur))
             cur = None
             continue
         tag = tags[t]
         if tag == "O":
             if cur:
-                spans.append(tuple(cur))
+                raw.append(tuple(cur))
             cur = None
         elif tag.startswith("I-") and cur and cur[0] == tag[2:]:
-            cur[2] = b
+            cur[2] = max(cur[2], b)
         else:
             if cur:
-                spans.append(tuple(cur))
+                raw.append(tuple(cur))
             cur = [tag[2:], a, b]
     if cur:
-        spans.append(tuple(cur))
+        raw.append(tuple(cur))
+    spans, prev_end = [], 0
+    for typ, a, b in raw:
+        a = max(a, prev_end)
+        if text is not None:
+            b = min(b, len(text))
+            while a < b and _trimmable(text[a]):
+                a += 1
+            while b > a and _trimmable(text[b - 1]):
+                b -= 1
+        if b - a < MIN_SPAN_CHARS:
+            continue
+        spans.append((typ, a, b))
+        prev_end = b
     return spans
 
 

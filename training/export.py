@@ -8,7 +8,7 @@ model.onnx: opset 14, inputs input_ids / attention_mask / token_type_ids (int64 
 outputs intent_logits [batch, n_intents] and slot_logits [batch, seq, n_tags], dynamic batch and
 seq axes. Parity: ONNX Runtime against PyTorch on the whole test set (max abs / rel difference,
 same argmax); the export fails if they disagree. The model card's figures are computed here from
-the ONNX Runtime outputs on dev and test.
+the ONNX Runtime outputs on dev and test, and on the hand-written challenge set when DATA has one.
 """
 import argparse
 import json
@@ -98,13 +98,14 @@ def run_parity(model, onnx_path, examples, pad, tax):
         intents += oi.argmax(-1).tolist()
         tags = os_.argmax(-1)
         for i, e in enumerate(chunk):
-            spans.append(decode_spans(tags[i, :len(e["ids"])].tolist(), e["offsets"], tax.tags))
+            spans.append(decode_spans(tags[i, :len(e["ids"])].tolist(), e["offsets"], tax.tags,
+                                      e.get("text")))
     rep = {"n": len(examples), "max_abs_diff": max_abs, "max_rel_diff": max_rel,
            "argmax_mismatches": mismatches, "near_tie_flips": ties}
     return rep, intents, spans
 
 
-def write_card(out, cfg, size, dev, test, parity, n_params):
+def write_card(out, cfg, size, dev, test, parity, n_params, challenge=None):
     a = cfg["args"]
     lines = [
         "# default: the shipped Hotline NLU model",
@@ -126,7 +127,9 @@ def write_card(out, cfg, size, dev, test, parity, n_params):
         "then `BertTokenizer(vocab.txt, do_lower_case=True)`, [CLS] text [SEP], at most "
         f"{cfg['max_length']} tokens.",
         "- Slot decoding: a span starts at B-x (or at an I-x that does not continue an x span) and "
-        "grows over the following I-x tokens; offsets are code points of the original text.",
+        "grows over the following I-x tokens; offsets are code points of the original text, "
+        "trimmed of punctuation and spaces; spans under 2 code points are dropped (no slot "
+        "value is one character long; src/nlu/bio.cc decodes the same way).",
         "",
         "## Data and training",
         "",
@@ -154,20 +157,31 @@ def write_card(out, cfg, size, dev, test, parity, n_params):
         "| split | lines | intent accuracy | slot precision | slot recall | slot F1 |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for name, m in (("dev", dev), ("test", test)):
+    rows = [("dev", dev), ("test", test)]
+    if challenge:
+        rows.append(("challenge (hand-written, other voices)", challenge))
+    for name, m in rows:
         lines.append(f"| {name} | {m['n']} | {m['intent_accuracy']:.4f} | "
                      f"{m['slot_precision']:.4f} | {m['slot_recall']:.4f} | {m['slot_f1']:.4f} |")
     lines += ["", f"Export parity on test ({parity['n']} lines): max |ORT - PyTorch| "
               f"{parity['max_abs_diff']:.2e}, max relative {parity['max_rel_diff']:.2e}, argmax "
               f"mismatches {parity['argmax_mismatches']} (near-tie flips {parity['near_tie_flips']}).",
-              "", "## Per intent (test)", "",
-              "| intent | n | precision | recall | F1 |", "| --- | --- | --- | --- | --- |"]
+              "", "## Per intent (test" + (", and recall on the challenge set" if challenge else "")
+              + ")", "",
+              "| intent | n | precision | recall | F1 |" + (" challenge n | challenge recall |"
+                                                          if challenge else ""),
+              "| --- | --- | --- | --- | --- |" + (" --- | --- |" if challenge else "")]
     for name, r in test["per_intent"].items():
-        lines.append(f"| {name} | {r['n']} | {r['precision']:.3f} | {r['recall']:.3f} | "
-                     f"{r['f1']:.3f} |")
+        row = f"| {name} | {r['n']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} |"
+        if challenge:
+            c = challenge["per_intent"][name]
+            row += f" {c['n']} | {c['recall']:.3f} |"
+        lines.append(row)
     lines += ["", "## Limits", "",
-              "Trained on generated and hand-written utterances only; the figures above are on a "
-              "held-out split of the same data, so real calls in other voices will score lower.",
+              "Trained on generated and hand-written utterances only; dev and test are held-out "
+              "templates of the same generator, so real calls in other voices will score lower. "
+              "The challenge set (`data/hotline/challenge.jsonl`, written freehand, never used for "
+              "training or model selection) is the closer estimate of that.",
               ""]
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
@@ -178,7 +192,7 @@ def main(argv=None):
     ap.add_argument("--run", required=True, help="training run folder (config.json, weights-*.npz)")
     ap.add_argument("--vocab", default=os.path.join(REPO, "models", "default", "vocab.txt"))
     ap.add_argument("--data", default=os.path.join(REPO, "data", "hotline"),
-                    help="folder with dev.jsonl and test.jsonl (parity and figures)")
+                    help="folder with dev.jsonl, test.jsonl and optionally challenge.jsonl")
     ap.add_argument("--out", default=os.path.join(REPO, "models", "default"))
     ap.add_argument("--name", default="default")
     ap.add_argument("--max-lines", type=int, help="only the first N dev/test lines")
@@ -206,7 +220,10 @@ def main(argv=None):
 
     results = {}
     parity = None
-    for split in ("dev", "test"):
+    splits = ["dev", "test"]
+    if os.path.exists(os.path.join(args.data, "challenge.jsonl")):
+        splits.append("challenge")  # hand-written, other voices: reported beside test
+    for split in splits:
         rows = read_jsonl(os.path.join(args.data, split + ".jsonl"))[:args.max_lines]
         ex = [enc.encode(r) for r in rows]
         rep, intents, spans = run_parity(model, onnx_path, ex, enc.pad_id, tax)
@@ -245,11 +262,14 @@ def main(argv=None):
         if os.path.exists(metrics_path):
             with open(metrics_path) as f:
                 cfg["n_train"] = json.load(f).get("n_train")
-        write_card(args.out, cfg, size, results["dev"], results["test"], parity, n_params)
+        write_card(args.out, cfg, size, results["dev"], results["test"], parity, n_params,
+                   results.get("challenge"))
     with open(os.path.join(args.out, "export_report.json"), "w") as f:
         json.dump({"parity_test": parity, "dev": {k: v for k, v in results["dev"].items()
                                                   if k != "per_intent"},
                    "test": {k: v for k, v in results["test"].items() if k != "per_intent"},
+                   "challenge": {k: v for k, v in results.get("challenge", {}).items()
+                                 if k != "per_intent"} or None,
                    "onnx_bytes": size}, f, indent=1)
     return results, parity
 

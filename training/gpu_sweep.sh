@@ -3,7 +3,8 @@
 # Runs on the device machine (python3 there has torch 2.x with CUDA); reads the encoded data set
 # that `train.py --encode-only --cache build-train/cache.json.gz` wrote here.
 #   bash training/gpu_sweep.sh OUT_DIR
-# Env: SWEEP (wide: six configurations; focus: three longer runs of the MLM one),
+# Env: SWEEP (wide: six configurations; focus: three longer runs of the MLM one; finetune: three
+#      runs continuing from INIT),
 #      CACHE (build-train/cache.json.gz), BUDGET (seconds per run, 200), EPOCHS (40), PY (python3),
 #      EXTRA (extra train.py arguments for every run, e.g. for a quick local check).
 set -u
@@ -24,7 +25,14 @@ run() {
       --time-budget "$BUDGET" --threads 2 "$@" $EXTRA > "$RUNS/$name.log" 2>&1
   echo "finished $name rc=$?"
 }
-if [ "${SWEEP:-wide}" = focus ]; then
+if [ "${SWEEP:-wide}" = finetune ]; then
+  # Continue from INIT (a run folder with the same shape, e.g. the focus sweep's best) on the
+  # current data: no MLM again, a lower learning rate, two regularisation strengths.
+  : "${INIT:?SWEEP=finetune needs INIT=RUN_DIR}"
+  run ft_a --init "$INIT" --batch-size 64 --lr 3e-4 --warmup 0.05 --seed 4 &
+  run ft_b --init "$INIT" --batch-size 64 --lr 3e-4 --warmup 0.05 --dropout 0.2 --aug-drop 0.3 --aug-filler 0.3 --seed 5 &
+  run ft_c --init "$INIT" --batch-size 128 --lr 4e-4 --warmup 0.05 --seed 6 &
+elif [ "${SWEEP:-wide}" = focus ]; then
   # Fewer, longer runs of the configuration that won the wide sweep (MLM first).
   run mlm_s1   --batch-size 64 --lr 5e-4 --mlm-steps 4000 --seed 1 &
   run mlm_s2   --batch-size 64 --lr 5e-4 --mlm-steps 4000 --seed 2 &

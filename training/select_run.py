@@ -26,6 +26,9 @@ def main():
                      "test_intent": m["test"]["intent_accuracy"],
                      "test_slot_f1": m["test"]["slot_f1"], "best_epoch": c["best_epoch"],
                      "epochs_run": c.get("epochs_run"), "seconds": m["train_seconds"],
+                     # hand-written challenge set: reported, never used to select
+                     "challenge_intent": (m.get("challenge") or {}).get("intent_accuracy"),
+                     "challenge_slot_f1": (m.get("challenge") or {}).get("slot_f1"),
                      "command": c.get("command")})
     if not rows:
         sys.exit(f"no finished runs under {runs_dir}")

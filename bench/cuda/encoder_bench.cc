@@ -8,12 +8,20 @@
 //   memory    base, profile 128 x 128: our device allocations (weights + one context) and the
 //             change in the device's free memory over creating both (cuBLASLt and CUDA runtime
 //             internals, graphs included)
+//   profile   (--profile) each kernel kind of one layer in isolation, at 1 x 64, 128 x 64 and the
+//             mixed workload's first batch of 128: device time per launch from CUDA graph replays
+//             of 20 back-to-back launches (host launch cost excluded, inter-kernel gaps included,
+//             as inside our encoder graphs), every kernel variant and small-M GEMM candidate, the
+//             whole layer sequence x layers, and the ceilings (device copy, large FP16 GEMM)
 // Writes JSON (--out FILE) and prints a short table.
-//   hotline_cuda_bench [--out results.json] [--models base,small] [--reps N]
+//   hotline_cuda_bench [--out results.json] [--models base,small] [--target-s S]
+//                      [--mixed-lengths FILE] [--profile] [--profile-only]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cmath>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +31,9 @@
 #include "base/error.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/encoder.h"
+#include "engine/cuda/gemm.h"
+#include "engine/cuda/quant_gemm.h"
+#include "engine/cuda/small_gemm.h"
 
 namespace hc = hotline::engine::cuda;
 using Clock = std::chrono::steady_clock;
@@ -99,20 +110,316 @@ nlohmann::json Mixed(hc::CudaEncoderContext& ctx, const std::vector<int>& lens, 
           {"seq_per_s", lens.size() / med * 1e3}, {"graphs", ctx.graphs()}};
 }
 
+
+// ---- --profile: per-kernel device times (see the header) ----
+
+struct DevMem {
+  void* p = nullptr;
+  explicit DevMem(size_t bytes) { CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1)); }
+  ~DevMem() { cudaFree(p); }
+  DevMem(const DevMem&) = delete;
+  DevMem& operator=(const DevMem&) = delete;
+  template <typename T> T* as() const { return static_cast<T*>(p); }
+};
+
+struct ProfileRow {
+  std::string name;
+  double us;
+  double bytes, flops;  // the fewest bytes moved and the FLOPs of one launch
+};
+
+// One entry: time, and achieved rates against the minimal bytes / FLOPs.
+nlohmann::json RowJson(const ProfileRow& r) {
+  return {{"us", r.us}, {"bytes", r.bytes}, {"flops", r.flops},
+          {"gb_per_s", r.us > 0 ? r.bytes / r.us * 1e-3 : 0.0},
+          {"tflop_per_s", r.us > 0 ? r.flops / r.us * 1e-6 : 0.0}};
+}
+
+nlohmann::json Ceilings() {
+  nlohmann::json J;
+  const size_t bytes = size_t(1) << 30;
+  DevMem a(bytes), b(bytes);
+  hc::FillRandom(hc::DType::kF32, a.p, int64_t(bytes / 4), 7u, 1.f, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const float ms = hc::TimeInGraph([&](cudaStream_t s) {
+    return cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, s) == cudaSuccess;
+  }, 5, 3);
+  J["copy_1gib_read_plus_write_tb_per_s"] = ms > 0 ? 2.0 * bytes / (ms * 1e-3) / 1e12 : -1.0;
+  // Large FP16 GEMM through our cuBLASLt wrapper (heuristic choice): the matrix-unit ceiling.
+  const int n = 8192;
+  std::vector<float> w(size_t(n) * n);
+  std::mt19937_64 rng(3);
+  for (auto& v : w) v = float(int(rng() % 2001) - 1000) * 1e-5f;
+  hc::GemmTuningCache cache;
+  hc::Gemm g(w.data(), n, n, nullptr, hc::GemmEpilogue::kNone, hc::DType::kF16, &cache, false);
+  hc::LtWorkspace ws;
+  DevMem x(size_t(n) * n * 2), y(size_t(n) * n * 2);
+  hc::FillRandom(hc::DType::kF16, x.p, int64_t(n) * n, 9u, 1.f, nullptr);
+  g.Prepare(n, false, ws, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const float gms = hc::TimeInGraph([&](cudaStream_t s) {
+    g.Run(x.p, n, y.p, nullptr, ws, s);
+    return true;
+  }, 5, 3);
+  J["gemm_fp16_8192_tflop_per_s"] = gms > 0 ? 2.0 * n * n * double(n) / (gms * 1e-3) / 1e12 : -1.0;
+  return J;
+}
+
+// Profiles one layer's kernels at T tokens (sequences `lens`, padded to the bucket Tb).
+nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& lens,
+                           std::vector<ProfileRow>* table, const std::string& tag) {
+  using hc::DType;
+  const DType dt = DType::kF16;
+  const int H = c.hidden, I = c.intermediate, nh = c.heads, D = c.head_dim();
+  std::vector<int32_t> cu(1, 0);
+  int longest = 0;
+  for (int L : lens) {
+    cu.push_back(cu.back() + L);
+    longest = std::max(longest, L);
+  }
+  const int T = cu.back(), B = int(lens.size());
+  const int Tb = hc::CudaEncoderContext::TokenBucket(T, 1 << 20);
+  const int Sb = (longest + 63) / 64 * 64;
+  std::mt19937_64 rng(5);
+  auto rnd = [&](size_t n, float sc) {
+    std::vector<float> v(n);
+    for (auto& f : v) f = sc * (float(int(rng() % 2001) - 1000) * 1e-3f);
+    return v;
+  };
+  hc::GemmTuningCache cache;
+  std::vector<float> wq = rnd(size_t(H) * 3 * H, 0.05f), bq = rnd(3 * H, 0.05f);
+  std::vector<float> wo = rnd(size_t(H) * H, 0.05f), bo = rnd(H, 0.05f);
+  std::vector<float> w1 = rnd(size_t(H) * I, 0.05f), b1 = rnd(I, 0.05f);
+  std::vector<float> w2 = rnd(size_t(I) * H, 0.05f), b2 = rnd(H, 0.05f);
+  hc::Gemm gq(wq.data(), H, 3 * H, bq.data(), hc::GemmEpilogue::kBias, dt, &cache, true);
+  hc::Gemm go(wo.data(), H, H, bo.data(), hc::GemmEpilogue::kBias, dt, &cache, true);
+  hc::Gemm g1(w1.data(), H, I, b1.data(), hc::GemmEpilogue::kBiasGeluTanh, dt, &cache, true);
+  hc::Gemm g2(w2.data(), I, H, b2.data(), hc::GemmEpilogue::kBias, dt, &cache, true);
+  hc::LtWorkspace ws;
+  DevMem x(size_t(Tb) * H * 2), u(size_t(Tb) * std::max(4 * H, I) * 2), dcu((B + 1) * 4);
+  DevMem ln(size_t(2) * H * 4), ids(size_t(Tb) * 4);
+  DevMem word(size_t(c.vocab) * H * 2), pos(size_t(c.max_pos) * H * 2), type(size_t(2) * H * 2);
+  hc::FillRandom(dt, x.p, int64_t(Tb) * H, 1u, 1.f, nullptr);
+  hc::FillRandom(dt, u.p, int64_t(Tb) * std::max(4 * H, I), 2u, 1.f, nullptr);
+  hc::FillRandom(dt, word.p, int64_t(c.vocab) * H, 3u, 0.05f, nullptr);
+  hc::FillRandom(dt, pos.p, int64_t(c.max_pos) * H, 4u, 0.05f, nullptr);
+  hc::FillRandom(dt, type.p, int64_t(2) * H, 5u, 0.05f, nullptr);
+  std::vector<float> lnh(2 * H);
+  for (int i = 0; i < H; ++i) lnh[i] = 1.f + 0.01f * (i % 7), lnh[H + i] = 0.01f * (i % 5);
+  CUDA_CHECK(cudaMemcpy(ln.p, lnh.data(), lnh.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<int32_t> cub(cu);
+  cub.resize(B + 1);
+  CUDA_CHECK(cudaMemcpy(dcu.p, cub.data(), cub.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<int32_t> idh(Tb);
+  for (auto& i : idh) i = int32_t(672 + rng() % 7000);
+  CUDA_CHECK(cudaMemcpy(ids.p, idh.data(), idh.size() * 4, cudaMemcpyHostToDevice));
+  gq.Prepare(Tb, false, ws, nullptr);
+  go.Prepare(Tb, true, ws, nullptr);
+  g1.Prepare(Tb, false, ws, nullptr);
+  g2.Prepare(Tb, true, ws, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+
+  void* qkv = u.p;
+  void* ctxp = u.as<char>() + size_t(Tb) * 3 * H * 2;
+  const float* g = ln.as<float>();
+  const float* be = g + H;
+  const float scale = 1.f / std::sqrt(float(D));
+  const double tok = Tb, es = 2;
+  const double act = tok * H * es;  // one [T, H] activation
+  nlohmann::json J;
+  J["tokens"] = T;
+  J["bucket"] = Tb;
+  J["seq_bucket"] = Sb;
+  auto add = [&](const std::string& name, double bytes, double flops,
+                 const std::function<void(cudaStream_t)>& f) {
+    const float ms = hc::TimeInGraph([&](cudaStream_t s) {
+      f(s);
+      return true;
+    }, 20, 5);
+    ProfileRow r{tag + " " + name, ms * 1e3, bytes, flops};
+    J["kernels"][name] = RowJson(r);
+    table->push_back(r);
+  };
+  auto gemm_row = [&](const std::string& name, hc::Gemm& gm, const void* in, void* out,
+                      const void* res) {
+    const double K = gm.K(), N = gm.ld();
+    const double bytes = K * N * es + tok * K * es + tok * N * es * (res ? 2 : 1);
+    add(name + " [" + gm.ChoiceFor(Tb, res != nullptr) + "]", bytes, 2 * tok * K * N,
+        [&, in, out, res](cudaStream_t s) { gm.Run(in, Tb, out, res, ws, s); });
+  };
+  const hc::KernelVariants saved = hc::GetKernelVariants();
+  auto with = [&](int lnv, int attv, int pdl = -1) {
+    hc::KernelVariants v = saved;
+    v.layernorm = lnv;
+    v.attention = attv;
+    if (pdl >= 0) v.pdl = pdl;
+    hc::SetKernelVariants(v);
+  };
+  add("embed+ln", act + tok * H * es, 0, [&](cudaStream_t s) {
+    hc::EmbeddingLayerNorm(dt, ids.as<int32_t>(), nullptr, dcu.as<int32_t>(), B, Tb, word.p,
+                           c.vocab, pos.p, c.max_pos, type.p, 2, g, be, c.eps, H, x.p, s);
+  });
+  gemm_row("qkv", gq, x.p, qkv, nullptr);
+  double att_flops = 0;
+  for (int L : lens) att_flops += 4.0 * L * L * D * nh;
+  for (int v : {0, 1}) {
+    with(saved.layernorm, v);
+    add("attention v" + std::to_string(v), 4 * act, att_flops, [&](cudaStream_t s) {
+      hc::Attention(dt, qkv, dcu.as<int32_t>(), B, Sb, nh, D, scale, ctxp, s);
+    });
+  }
+  gemm_row("out+res", go, ctxp, x.p, x.p);
+  for (int v : {0, 1}) {
+    with(v, saved.attention);
+    add("layernorm v" + std::to_string(v), 2 * act, 0, [&](cudaStream_t s) {
+      hc::LayerNorm(dt, x.p, nullptr, nullptr, g, be, c.eps, Tb, H, x.p, s);
+    });
+  }
+  hc::SetKernelVariants(saved);
+  gemm_row("ffn1+gelu", g1, x.p, u.p, nullptr);
+  gemm_row("ffn2+res", g2, u.p, x.p, x.p);
+  // The whole layer sequence, `layers` times (the encoder body without embeddings and heads).
+  const double layer_flops = 2 * tok * (double(H) * 3 * H + double(H) * H + 2.0 * H * I);
+  for (int v : {0, 1, 2}) {  // old kernels; new without PDL; new with PDL
+    with(v >= 1, v >= 1, v == 2);
+    add("layers x" + std::to_string(c.layers) + (v == 0 ? " v0" : v == 1 ? " v1 nopdl" : " v1 pdl"),
+        double(c.layers) * ((4.0 * H * H + 2.0 * H * I) * es), c.layers * (layer_flops + att_flops),
+        [&](cudaStream_t s) {
+          for (int l = 0; l < c.layers; ++l) {
+            gq.Run(x.p, Tb, qkv, nullptr, ws, s);
+            hc::Attention(dt, qkv, dcu.as<int32_t>(), B, Sb, nh, D, scale, ctxp, s);
+            go.Run(ctxp, Tb, x.p, x.p, ws, s);
+            hc::LayerNorm(dt, x.p, nullptr, nullptr, g, be, c.eps, Tb, H, x.p, s);
+            g1.Run(x.p, Tb, u.p, nullptr, ws, s);
+            g2.Run(u.p, Tb, x.p, x.p, ws, s);
+            hc::LayerNorm(dt, x.p, nullptr, nullptr, g, be, c.eps, Tb, H, x.p, s);
+          }
+        });
+  }
+  hc::SetKernelVariants(saved);
+  // INT8 / FP8 GEMMs of the layer (for G3): activation quantisation and the GEMM with its
+  // dequantising epilogue, timed separately; "layer gemms" is the four together.
+  for (hc::QuantType q : {hc::QuantType::kInt8, hc::QuantType::kFp8E4M3}) {
+    if (!hc::QuantTypeSupported(q)) continue;
+    const std::string qn = hc::QuantTypeName(q);
+    const float xs = 4.f / hc::QuantMax(q);  // FillRandom data: |x| <= 1 (scale only matters
+                                             // for accuracy, not for speed)
+    hc::QuantGemm qq(wq.data(), H, 3 * H, bq.data(), hc::GemmEpilogue::kBias, q, xs, dt);
+    hc::QuantGemm qo(wo.data(), H, H, bo.data(), hc::GemmEpilogue::kBias, q, xs, dt);
+    hc::QuantGemm q1(w1.data(), H, I, b1.data(), hc::GemmEpilogue::kBiasGeluTanh, q, xs, dt);
+    hc::QuantGemm q2(w2.data(), I, H, b2.data(), hc::GemmEpilogue::kBias, q, xs, dt);
+    try {
+      qq.Prepare(Tb, false, ws, nullptr);
+      qo.Prepare(Tb, true, ws, nullptr);
+      q1.Prepare(Tb, false, ws, nullptr);
+      q2.Prepare(Tb, true, ws, nullptr);
+    } catch (const hotline::Error& e) {
+      J["quant_error_" + qn] = e.what();
+      continue;
+    }
+    DevMem xq(size_t(Tb) * I), acc(size_t(Tb) * std::max(3 * H, I) * 4);
+    DevMem qy(size_t(Tb) * std::max(3 * H, I) * 2);  // [Tb, N] outputs of every shape
+    hc::FillRandom(hc::DType::kF16, u.p, int64_t(Tb) * I, 21u, 1.f, nullptr);
+    hc::QuantizeActivations(dt, u.p, int64_t(Tb) * I, xs, q, xq.p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    add(qn + " quantize [T,H]", act + tok * H, 0, [&](cudaStream_t s) {
+      hc::QuantizeActivations(dt, x.p, int64_t(Tb) * H, xs, q, xq.p, s);
+    });
+    struct QS { const char* name; hc::QuantGemm* g; bool res; };
+    for (const QS qs : {QS{"qkv", &qq, false}, QS{"out+res", &qo, true},
+                        QS{"ffn1+gelu", &q1, false}, QS{"ffn2+res", &q2, true}}) {
+      const double K = qs.g->K(), N = qs.g->N();
+      add(qn + " " + qs.name + " [" + qs.g->path(Tb) + "]",
+          K * N + tok * K + tok * N * es * (qs.res ? 2 : 1), 2 * tok * K * N,
+          [&, qs](cudaStream_t s) {
+            qs.g->Run(xq.p, Tb, qs.res ? x.p : qy.p, qs.res ? x.p : nullptr, acc.p, ws, s);
+          });
+    }
+    add(qn + " layer gemms x" + std::to_string(c.layers),
+        double(c.layers) * (4.0 * H * H + 2.0 * H * I), c.layers * layer_flops,
+        [&](cudaStream_t s) {
+          for (int l = 0; l < c.layers; ++l) {
+            qq.Run(xq.p, Tb, qy.p, nullptr, acc.p, ws, s);
+            qo.Run(xq.p, Tb, x.p, x.p, acc.p, ws, s);
+            q1.Run(xq.p, Tb, qy.p, nullptr, acc.p, ws, s);
+            q2.Run(xq.p, Tb, x.p, x.p, acc.p, ws, s);
+          }
+        });
+  }
+  // Small-M GEMM candidates one by one (the tuner keeps only the fastest).
+  if (hc::SmallGemmEligible(dt, Tb, H, 3 * H)) {
+    hc::GemmTuningCache heur;
+    hc::Gemm hq(wq.data(), H, 3 * H, bq.data(), hc::GemmEpilogue::kBias, dt, &heur, false);
+    hc::Gemm h2(w2.data(), I, H, b2.data(), hc::GemmEpilogue::kBias, dt, &heur, false);
+    hq.Prepare(Tb, false, ws, nullptr);
+    h2.Prepare(Tb, true, ws, nullptr);
+    gemm_row("qkv cublasLt-heuristic", hq, x.p, qkv, nullptr);
+    gemm_row("ffn2+res cublasLt-heuristic", h2, u.p, x.p, x.p);
+    DevMem wdev(size_t(I) * H * 2), bdev(size_t(I) * 2);
+    DevMem ys(size_t(Tb) * std::max(3 * H, I) * 2);  // [Tb, N] outputs of every shape
+    hc::FillRandom(dt, wdev.p, int64_t(I) * H, 11u, 0.05f, nullptr);
+    hc::FillRandom(dt, bdev.p, I, 12u, 0.05f, nullptr);
+    struct Shape { const char* name; int K, N; bool res; };
+    for (const Shape sh : {Shape{"qkv", H, 3 * H, false}, Shape{"out+res", H, H, true},
+                           Shape{"ffn1", H, I, false}, Shape{"ffn2+res", I, H, true}}) {
+      for (int ks : hc::SmallGemmAsyncSlices(sh.K)) {
+        const double bytes = double(sh.K) * sh.N * es + tok * sh.K * es +
+                             tok * sh.N * es * (sh.res ? 2 : 1);
+        add(std::string("small ") + sh.name + " async k" + std::to_string(ks), bytes,
+            2 * tok * sh.K * sh.N, [&, sh, ks](cudaStream_t s) {
+              hc::SmallGemmAsync(dt, sh.K == H ? x.p : u.p, Tb, sh.K, wdev.p, sh.N, bdev.p,
+                                 hc::GemmEpilogue::kBias, sh.res ? x.p : nullptr, ys.p, ks,
+                                 ws.workspace(), ws.counters(), s);
+            });
+      }
+      for (int splits : hc::SmallGemmSplits(sh.K)) {
+        if (hc::SmallGemmWorkspaceBytes(sh.N, splits) > ws.workspace_bytes()) continue;
+        for (bool fused : {false, true}) {
+          const double bytes = double(sh.K) * sh.N * es + tok * sh.K * es +
+                               tok * sh.N * es * (sh.res ? 2 : 1);
+          add(std::string("small ") + sh.name + " splits " + std::to_string(splits) +
+                  (fused ? " fused" : " +reduce"),
+              bytes, 2 * tok * sh.K * sh.N, [&, sh, splits, fused](cudaStream_t s) {
+                // Input [Tb, K]: x (K = H) or u (K = I); residual [Tb, H]: x.
+                hc::SmallGemm(dt, sh.K == H ? x.p : u.p, Tb, sh.K, wdev.p, sh.N, bdev.p,
+                              hc::GemmEpilogue::kBias, sh.res ? x.p : nullptr, ys.p, splits,
+                              fused, ws.workspace(), ws.counters(), s);
+              });
+        }
+      }
+    }
+  }
+  return J;
+}
+
+nlohmann::json Profile(const std::vector<int>& mixed, std::vector<ProfileRow>* table) {
+  nlohmann::json P;
+  P["ceilings"] = Ceilings();
+  hc::EncoderConfig base;
+  P["base_1x64"] = ProfileCase(base, {64}, table, "1x64");
+  P["base_128x64"] = ProfileCase(base, std::vector<int>(128, 64), table, "128x64");
+  std::vector<int> first(mixed.begin(), mixed.begin() + std::min<size_t>(128, mixed.size()));
+  P["base_mixed128"] = ProfileCase(base, first, table, "mixed");
+  return P;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string out_path, models = "base,small", lengths_path;
   double target_s = 1.0;
+  bool profile = false, profile_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out_path = argv[++i];
     else if (a == "--models" && i + 1 < argc) models = argv[++i];
     else if (a == "--target-s" && i + 1 < argc) target_s = std::stod(argv[++i]);
     else if (a == "--mixed-lengths" && i + 1 < argc) lengths_path = argv[++i];
+    else if (a == "--profile") profile = true;
+    else if (a == "--profile-only") profile = profile_only = true;
     else {
       std::fprintf(stderr, "usage: %s [--out FILE] [--models base,small] [--target-s S] "
-                   "[--mixed-lengths FILE]\n",
+                   "[--mixed-lengths FILE] [--profile] [--profile-only]\n",
                    argv[0]);
       return 2;
     }
@@ -141,7 +448,7 @@ int main(int argc, char** argv) {
     R["mixed_mean_tokens"] = mean / mixed.size();
 
     for (const std::string kind : {"base", "small"}) {
-      if (models.find(kind) == std::string::npos) continue;
+      if (profile_only || models.find(kind) == std::string::npos) continue;
       hc::EncoderConfig c;
       if (kind == "small") {
         c.layers = 4; c.hidden = 256; c.heads = 4; c.intermediate = 1024;
@@ -198,6 +505,18 @@ int main(int argc, char** argv) {
                   M["memory"]["allocated_mib"].get<double>(),
                   M["memory"]["device_free_delta_mib"].get<double>());
       std::fflush(stdout);
+    }
+    if (profile) {
+      std::vector<ProfileRow> table;
+      R["profile"] = Profile(mixed, &table);
+      if (!out_path.empty()) std::ofstream(out_path) << R.dump(1) << "\n";
+      std::printf("ceilings: %s\n", R["profile"]["ceilings"].dump().c_str());
+      std::printf("%-72s %9s %8s %8s\n", "profile (device time per launch, graph replays)", "us",
+                  "GB/s", "TFLOP/s");
+      for (const auto& r : table) {
+        std::printf("%-72s %9.2f %8.0f %8.1f\n", r.name.substr(0, 72).c_str(), r.us,
+                    r.us > 0 ? r.bytes / r.us * 1e-3 : 0.0, r.us > 0 ? r.flops / r.us * 1e-6 : 0.0);
+      }
     }
     if (!out_path.empty()) std::ofstream(out_path) << R.dump(1) << "\n";
     return 0;

@@ -6,74 +6,265 @@
 //   {"n", "intent_accuracy", "slot_precision", "slot_recall", "slot_f1", "slot_tp",
 //    "slot_predicted", "slot_gold", "per_intent": {id: {...}}, "per_slot": {type: {...}},
 //    "confusions": [{"gold", "predicted", "count"}], "seconds"}
+// --predictions FILE writes the predicted intent of every utterance, one per line.
+//
+// hotline eval --model DIR --data FILE.jsonl --compare-precisions [--calib CALIB.jsonl]
+//              [--precisions fp32,bf16,int8] [--backend B] [--json]
+// Builds one plan per precision (the model's ONNX, the pipeline's profile; INT8 calibrated on
+// --calib, or on the model's own Q/DQ scales for a QDQ model) and scores each in a child process
+// of its own (`hotline eval` on a plan-only copy of the folder), so that each row's peak memory
+// is that of a process which loads only that plan and runs the data set. Prints per precision:
+// intent agreement with FP32, intent accuracy, slot F1, plan size, peak RSS. Precisions the
+// backend cannot run here are listed with the reason. --json prints {"rows": [...]}.
 #ifdef HOTLINE_HAVE_NLU
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <random>
+#include <sstream>
 #include <string>
-#include <tuple>
 
 #include "base/error.h"
 #include "cli/command.h"
-#include "nlu/json_io.h"
+#include "engine/backend.h"
+#include "engine/qdq_build.h"
+#include "nlu/gate_eval.h"
 #include "nlu/pipeline.h"
+
+extern char** environ;
 
 namespace {
 
+namespace fs = std::filesystem;
+namespace nlu = hotline::nlu;
+namespace engine = hotline::engine;
+using json = nlohmann::json;
+
 struct Options {
-  std::string model, data, precision, backend = "cpu";
-  bool json = false;
+  std::string model, data, precision, backend = "cpu", predictions;
+  bool json = false, compare = false;
+  std::string calib, precisions;
   int batch = 32;
 };
 
-struct Example {
-  std::string text, intent;
-  std::set<std::tuple<std::string, int, int>> slots;
-  std::chrono::system_clock::time_point ref;
-};
-
-std::vector<Example> ReadData(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw hotline::Error("cannot open data file '" + path + "'", hotline::Code::kNotFound);
-  std::vector<Example> out;
-  std::string line;
-  int no = 0;
-  const auto now = std::chrono::system_clock::now();
-  while (std::getline(in, line)) {
-    ++no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      auto j = nlohmann::json::parse(line);
-      Example e;
-      e.text = j.at("text").get<std::string>();
-      e.intent = j.at("intent").get<std::string>();
-      e.ref = now;
-      if (j.contains("reference_time")) {
-        auto t = hotline::nlu::ParseIsoTime(j["reference_time"].get<std::string>());
-        if (!t) throw hotline::Error("reference_time is not ISO-8601");
-        e.ref = *t;
-      }
-      if (j.contains("slots"))
-        for (const auto& s : j["slots"])
-          e.slots.insert({s.at("type").get<std::string>(), s.at("start").get<int>(),
-                          s.at("end").get<int>()});
-      out.push_back(std::move(e));
-    } catch (const std::exception& ex) {
-      throw hotline::Error(path + ":" + std::to_string(no) +
-                           ": expected {\"text\", \"intent\", \"slots\": [{type, start, end}]}: " +
-                           ex.what());
-    }
+json ScoresJson(const nlu::EvalScores& s) {
+  const double p = s.slot_precision(), r = s.slot_recall();
+  auto f1 = [](double a, double b) { return a + b > 0 ? 2 * a * b / (a + b) : 0.0; };
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  json j = {{"n", s.n},
+            {"intent_accuracy", s.intent_accuracy()},
+            {"slot_precision", p},
+            {"slot_recall", r},
+            {"slot_f1", s.slot_f1()},
+            {"slot_tp", s.slot_tp},
+            {"slot_predicted", s.slot_pred},
+            {"slot_gold", s.slot_gold},
+            {"seconds", s.seconds}};
+  j["per_intent"] = json::object();
+  for (const auto& [id, st] : s.per_intent) {
+    const double ip = ratio(st.correct, st.predicted), ir = ratio(st.correct, st.n);
+    j["per_intent"][id] = {{"n", st.n},          {"correct", st.correct},
+                           {"predicted", st.predicted}, {"accuracy", ir},
+                           {"precision", ip},    {"f1", f1(ip, ir)}};
   }
-  return out;
+  j["per_slot"] = json::object();
+  for (const auto& [type, st] : s.per_slot) {
+    const double sp = ratio(st.tp, st.pred), sr = ratio(st.tp, st.gold);
+    j["per_slot"][type] = {{"gold", st.gold}, {"predicted", st.pred}, {"tp", st.tp},
+                           {"precision", sp}, {"recall", sr},       {"f1", f1(sp, sr)}};
+  }
+  std::vector<std::pair<int, std::pair<std::string, std::string>>> conf;
+  for (const auto& [k, c] : s.confusions) conf.push_back({c, k});
+  std::sort(conf.begin(), conf.end(), [](const auto& x, const auto& y) {
+    return x.first > y.first || (x.first == y.first && x.second < y.second);
+  });
+  if (conf.size() > 20) conf.resize(20);
+  j["confusions"] = json::array();
+  for (const auto& [c, k] : conf)
+    j["confusions"].push_back({{"gold", k.first}, {"predicted", k.second}, {"count", c}});
+  return j;
 }
 
-double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
-double F1(double p, double r) { return p + r > 0 ? 2 * p * r / (p + r) : 0.0; }
+void PrintScores(const json& j) {
+  std::printf("n=%d  intent accuracy %.4f  slots P %.4f R %.4f F1 %.4f  (%.1f s)\n\n",
+              j["n"].get<int>(), j["intent_accuracy"].get<double>(),
+              j["slot_precision"].get<double>(), j["slot_recall"].get<double>(),
+              j["slot_f1"].get<double>(), j["seconds"].get<double>());
+  std::printf("%-28s %6s %8s %9s %6s\n", "intent", "n", "accuracy", "precision", "f1");
+  for (const auto& [id, s] : j["per_intent"].items())
+    if (s["n"].get<int>() > 0)
+      std::printf("%-28s %6d %8.4f %9.4f %6.4f\n", id.c_str(), s["n"].get<int>(),
+                  s["accuracy"].get<double>(), s["precision"].get<double>(),
+                  s["f1"].get<double>());
+  std::printf("\n%-16s %6s %6s %9s %6s %6s\n", "slot", "gold", "pred", "precision", "recall",
+              "f1");
+  for (const auto& [type, s] : j["per_slot"].items())
+    std::printf("%-16s %6d %6d %9.4f %6.4f %6.4f\n", type.c_str(), s["gold"].get<int>(),
+                s["predicted"].get<int>(), s["precision"].get<double>(),
+                s["recall"].get<double>(), s["f1"].get<double>());
+  if (!j["confusions"].empty()) {
+    std::printf("\nconfusions (gold -> predicted: count)\n");
+    for (const auto& c : j["confusions"])
+      std::printf("  %s -> %s: %d\n", c["gold"].get<std::string>().c_str(),
+                  c["predicted"].get<std::string>().c_str(), c["count"].get<int>());
+  }
+}
+
+std::vector<std::string> ReadLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> v;
+  std::string l;
+  while (std::getline(in, l)) v.push_back(l);
+  return v;
+}
+
+// Runs this executable with `args` (stdout to `out_file`) and returns its exit status; `rss_mb`
+// gets the child's peak resident set size.
+int RunChild(const std::vector<std::string>& args, const std::string& out_file, double* rss_mb) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw hotline::Error("cannot start a child `hotline eval`: " + std::to_string(rc));
+  int status = 0;
+  struct rusage ru {};
+  while (wait4(pid, &status, 0, &ru) < 0) {
+    if (errno != EINTR) throw hotline::Error("waiting for a child `hotline eval` failed");
+  }
+  *rss_mb = double(ru.ru_maxrss) / 1024.0;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int ComparePrecisions(const Options& o) {
+  const nlu::ModelConfig config = nlu::ModelConfig::Load(o.model);
+  nlu::ReadLabelled(o.data);  // fail early on a bad data file
+  const engine::BackendKind backend = engine::ParseBackend(o.backend);
+  std::vector<engine::Precision> precs;
+  if (o.precisions.empty()) {
+    precs = {engine::Precision::kFP32, engine::Precision::kBF16, engine::Precision::kFP16,
+             engine::Precision::kINT8, engine::Precision::kFP8};
+  } else {
+    std::stringstream ss(o.precisions);
+    std::string p;
+    while (std::getline(ss, p, ',')) precs.push_back(engine::ParsePrecision(p));
+  }
+  if (std::find(precs.begin(), precs.end(), engine::Precision::kFP32) == precs.end())
+    precs.insert(precs.begin(), engine::Precision::kFP32);  // the reference for agreement
+  std::stable_partition(precs.begin(), precs.end(),
+                        [](engine::Precision p) { return p == engine::Precision::kFP32; });
+  const fs::path work = fs::temp_directory_path() /
+                        ("hotline-compare-" + std::to_string(::getpid()) + "-" +
+                         std::to_string(std::random_device{}()));
+  fs::create_directories(work);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{work};
+  auto be = engine::CreateBackend(backend);
+  const engine::Profile profile = nlu::ModelProfile(config);
+  json rows = json::array();
+  std::vector<std::string> fp32_pred;
+  for (engine::Precision p : precs) {
+    const std::string name(engine::PrecisionName(p));
+    json row = {{"precision", name}};
+    try {
+      be->CheckPrecision(p);
+    } catch (const hotline::Error& e) {
+      row["skipped"] = e.what();
+      rows.push_back(row);
+      continue;
+    }
+    engine::BuildOptions b;
+    b.precision = p;
+    b.backend = backend;
+    b.profile = profile;
+    if (p == engine::Precision::kINT8) {
+      if (!engine::ApplyQdqScales(config.onnx_file, &b)) {
+        if (o.calib.empty()) {
+          row["skipped"] = "int8 needs calibration text: --calib FILE.jsonl";
+          rows.push_back(row);
+          continue;
+        }
+        b.calib_file = o.calib;
+        b.calib_tokenizer = nlu::MakeCalibTokenizer(config, profile.max_seq);
+      }
+    }
+    const std::string plan = (work / (name + ".plan")).string();
+    std::fprintf(stderr, "hotline eval: building the %s plan\n", name.c_str());
+    engine::BuildPlanFile(config.onnx_file, b, plan);
+    const std::string folder = (work / name).string();
+    nlu::MakePlanFolder(config, plan, p, backend, folder);
+    const std::string out = (work / (name + ".json")).string();
+    const std::string pred = (work / (name + ".pred")).string();
+    double rss = 0;
+    std::fprintf(stderr, "hotline eval: scoring %s in a child process\n", name.c_str());
+    const int rc = RunChild({"hotline", "eval", "--model", folder, "--data", o.data, "--precision",
+                             name, "--backend", o.backend, "--batch", std::to_string(o.batch),
+                             "--json", "--predictions", pred},
+                            out, &rss);
+    if (rc != 0) {
+      throw hotline::Error("scoring the " + name + " plan failed (exit status " +
+                           std::to_string(rc) + ")");
+    }
+    json res;
+    {
+      std::ifstream in(out);
+      res = json::parse(in);
+    }
+    const auto predicted = ReadLines(pred);
+    if (p == engine::Precision::kFP32) fp32_pred = predicted;
+    row["intent_agreement"] = nlu::IntentAgreement(fp32_pred, predicted);
+    row["intent_accuracy"] = res["intent_accuracy"];
+    row["slot_f1"] = res["slot_f1"];
+    row["n"] = res["n"];
+    row["plan_mb"] = double(fs::file_size(plan)) / 1e6;
+    row["peak_rss_mb"] = rss;
+    row["seconds"] = res["seconds"];
+    rows.push_back(row);
+  }
+  if (o.json) {
+    std::printf("%s\n", json({{"model", config.name}, {"data", o.data}, {"backend", o.backend},
+                              {"rows", rows}})
+                            .dump(-1, ' ', false, json::error_handler_t::replace)
+                            .c_str());
+    return 0;
+  }
+  std::printf("model %s, data %s, backend %s\n", config.name.c_str(), o.data.c_str(),
+              o.backend.c_str());
+  std::printf("%-9s %18s %16s %8s %9s %13s\n", "precision", "agreement w/ fp32",
+              "intent accuracy", "slot F1", "plan MB", "peak RSS MB");
+  for (const auto& r : rows) {
+    if (r.contains("skipped")) {
+      std::printf("%-9s  not run: %s\n", r["precision"].get<std::string>().c_str(),
+                  r["skipped"].get<std::string>().c_str());
+      continue;
+    }
+    std::printf("%-9s %17.2f%% %16.4f %8.4f %9.2f %13.1f\n",
+                r["precision"].get<std::string>().c_str(),
+                100 * r["intent_agreement"].get<double>(), r["intent_accuracy"].get<double>(),
+                r["slot_f1"].get<double>(), r["plan_mb"].get<double>(),
+                r["peak_rss_mb"].get<double>());
+  }
+  return 0;
+}
 
 hotline::cli::Registrar reg(
     "eval", "Score a model on labelled utterances (intent accuracy, slot F1)", [](CLI::App& app) {
@@ -84,108 +275,39 @@ hotline::cli::Registrar reg(
       app.add_option("--precision", o->precision, "fp32|fp16|bf16|int8|fp8 (default: model's)");
       app.add_option("--backend", o->backend, "cpu|cuda");
       app.add_option("--batch", o->batch, "texts per engine run")->check(CLI::Range(1, 4096));
+      app.add_option("--predictions", o->predictions,
+                     "write each utterance's predicted intent here, one per line");
+      app.add_flag("--compare-precisions", o->compare,
+                   "score FP32, BF16, FP16, INT8, FP8 plans side by side (those the backend has)");
+      app.add_option("--calib", o->calib, "calibration text for the INT8 row (JSON Lines)");
+      app.add_option("--precisions", o->precisions,
+                     "with --compare-precisions: a comma-separated subset, e.g. fp32,int8");
       return [o]() -> int {
-        namespace nlu = hotline::nlu;
-        const auto data = ReadData(o->data);
+        if (o->compare) {
+          if (!o->precision.empty())
+            throw hotline::Error("--compare-precisions builds every precision; drop --precision");
+          return ComparePrecisions(*o);
+        }
+        if (!o->calib.empty() || !o->precisions.empty())
+          throw hotline::Error("--calib and --precisions go with --compare-precisions");
+        const auto data = nlu::ReadLabelled(o->data);
         nlu::PipelineOptions popts;
-        popts.precision = hotline::engine::ParsePrecision(
+        popts.precision = engine::ParsePrecision(
             o->precision.empty() ? nlu::ModelConfig::Load(o->model).precision : o->precision);
-        popts.backend = hotline::engine::ParseBackend(o->backend);
+        popts.backend = engine::ParseBackend(o->backend);
         auto pipeline = nlu::Pipeline::Open(o->model, popts);
-
-        const auto t0 = std::chrono::steady_clock::now();
-        struct IntentStats { int n = 0, correct = 0, predicted = 0; };
-        struct SlotStats { int tp = 0, pred = 0, gold = 0; };
-        std::map<std::string, IntentStats> per_intent;
-        std::map<std::string, SlotStats> per_slot;
-        std::map<std::pair<std::string, std::string>, int> confusions;
-        int correct = 0, tp = 0, n_pred = 0, n_gold = 0;
-        for (size_t a = 0; a < data.size(); a += o->batch) {
-          const size_t b = std::min(data.size(), a + size_t(o->batch));
-          std::vector<std::string> texts;
-          for (size_t i = a; i < b; ++i) texts.push_back(data[i].text);
-          const auto results = pipeline->Understand(texts, data[a].ref);
-          for (size_t i = a; i < b; ++i) {
-            const Example& e = data[i];
-            const nlu::Understanding& u = results[i - a];
-            per_intent[e.intent].n++;
-            per_intent[u.intent].predicted++;
-            if (u.intent == e.intent) {
-              ++correct;
-              per_intent[e.intent].correct++;
-            } else {
-              confusions[{e.intent, u.intent}]++;
-            }
-            for (const auto& s : e.slots) per_slot[std::get<0>(s)].gold++;
-            n_gold += int(e.slots.size());
-            for (const nlu::Slot& s : u.slots) {
-              ++n_pred;
-              per_slot[s.type].pred++;
-              if (e.slots.count({s.type, s.start, s.end})) {
-                ++tp;
-                per_slot[s.type].tp++;
-              }
-            }
-          }
+        const nlu::EvalScores s = nlu::Score(*pipeline, data, o->batch);
+        if (!o->predictions.empty()) {
+          std::ofstream out(o->predictions);
+          for (const auto& p : s.predicted) out << p << "\n";
+          if (!out) throw hotline::Error("cannot write '" + o->predictions + "'");
         }
-        const double secs =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double p = Ratio(tp, n_pred), r = Ratio(tp, n_gold);
-        nlohmann::json j = {{"n", data.size()},
-                            {"intent_accuracy", Ratio(correct, double(data.size()))},
-                            {"slot_precision", p},
-                            {"slot_recall", r},
-                            {"slot_f1", F1(p, r)},
-                            {"slot_tp", tp},
-                            {"slot_predicted", n_pred},
-                            {"slot_gold", n_gold},
-                            {"seconds", secs}};
-        j["per_intent"] = nlohmann::json::object();
-        for (const auto& [id, s] : per_intent) {
-          const double ip = Ratio(s.correct, s.predicted), ir = Ratio(s.correct, s.n);
-          j["per_intent"][id] = {{"n", s.n},         {"correct", s.correct},
-                                 {"predicted", s.predicted}, {"accuracy", ir},
-                                 {"precision", ip},  {"f1", F1(ip, ir)}};
-        }
-        j["per_slot"] = nlohmann::json::object();
-        for (const auto& [type, s] : per_slot) {
-          const double sp = Ratio(s.tp, s.pred), sr = Ratio(s.tp, s.gold);
-          j["per_slot"][type] = {{"gold", s.gold}, {"predicted", s.pred}, {"tp", s.tp},
-                                 {"precision", sp}, {"recall", sr},     {"f1", F1(sp, sr)}};
-        }
-        std::vector<std::pair<int, std::pair<std::string, std::string>>> conf;
-        for (const auto& [k, c] : confusions) conf.push_back({c, k});
-        std::sort(conf.begin(), conf.end(),
-                  [](const auto& x, const auto& y) { return x.first > y.first ||
-                                                            (x.first == y.first && x.second < y.second); });
-        if (conf.size() > 20) conf.resize(20);
-        j["confusions"] = nlohmann::json::array();
-        for (const auto& [c, k] : conf)
-          j["confusions"].push_back({{"gold", k.first}, {"predicted", k.second}, {"count", c}});
-
+        const json j = ScoresJson(s);
         if (o->json) {
-          std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+          std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
           return 0;
         }
-        std::printf("n=%zu  intent accuracy %.4f  slots P %.4f R %.4f F1 %.4f  (%.1f s)\n\n",
-                    data.size(), j["intent_accuracy"].get<double>(), p, r, F1(p, r), secs);
-        std::printf("%-28s %6s %8s %9s %6s\n", "intent", "n", "accuracy", "precision", "f1");
-        for (const auto& [id, s] : j["per_intent"].items())
-          if (s["n"].get<int>() > 0)
-            std::printf("%-28s %6d %8.4f %9.4f %6.4f\n", id.c_str(), s["n"].get<int>(),
-                        s["accuracy"].get<double>(), s["precision"].get<double>(),
-                        s["f1"].get<double>());
-        std::printf("\n%-16s %6s %6s %9s %6s %6s\n", "slot", "gold", "pred", "precision", "recall",
-                    "f1");
-        for (const auto& [type, s] : j["per_slot"].items())
-          std::printf("%-16s %6d %6d %9.4f %6.4f %6.4f\n", type.c_str(), s["gold"].get<int>(),
-                      s["predicted"].get<int>(), s["precision"].get<double>(),
-                      s["recall"].get<double>(), s["f1"].get<double>());
-        if (!conf.empty()) {
-          std::printf("\nconfusions (gold -> predicted: count)\n");
-          for (const auto& [c, k] : conf)
-            std::printf("  %s -> %s: %d\n", k.first.c_str(), k.second.c_str(), c);
-        }
+        PrintScores(j);
         return 0;
       };
     });

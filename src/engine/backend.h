@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -62,6 +63,22 @@ class GraphRunner {
  public:
   virtual ~GraphRunner() = default;
   virtual std::unique_ptr<GraphRunnerContext> CreateContext() const = 0;
+  // Chooses (times, when tuning) and records the implementations for batches of these shapes
+  // (batch x longest sequence) now, off the hot path: build time and warm-up.
+  virtual void Warmup(const std::vector<std::pair<int, int>>& batch_x_seq) {}
+  // The choices made so far as text for the plan (read back by PrepareGraph through
+  // GraphOptions::tuning on the same hardware); "" when the runner records none.
+  virtual std::string TuningRecord() const { return ""; }
+  // One line for logs and `inspect`, e.g. "cuda encoder fp16: 12 layers, hidden 768, GPU 0".
+  virtual std::string Describe() const = 0;
+};
+
+// How PrepareGraph prepares a runner.
+struct GraphOptions {
+  int device = 0;            // the device this runner's memory and contexts live on
+  bool tune = true;          // time candidate implementations on first use of a shape
+  std::string tuning;        // choices a build recorded (GraphRunner::TuningRecord), may be ""
+  std::string timing_cache;  // optional file of timings, read now and updated after tuning
 };
 
 class Backend {
@@ -87,9 +104,14 @@ class Backend {
 
   // Optional whole-graph path; nullptr (the default) means "run node by node". Constants are read
   // now and not referenced later.
-  virtual std::unique_ptr<GraphRunner> PrepareGraph(const Graph& graph, const PlanInfo& info) {
+  // Throws hotline::Error when the graph matches but cannot run here (precision, sizes).
+  virtual std::unique_ptr<GraphRunner> PrepareGraph(const Graph& graph, const PlanInfo& info,
+                                                    const GraphOptions& options) {
     return nullptr;
   }
+  // Build-time tuning: a file of GEMM timings that TimeGemm reads (a hit skips timing) and
+  // extends. Keyed by the hardware fingerprint, shape, precision and epilogue; "" means none.
+  virtual void UseTimingCache(const std::string& path) {}
 
   // Build-time tuning: the GEMM implementations this backend can choose between, and the time
   // of one candidate on one shape (milliseconds, best of a few runs).

@@ -5,6 +5,9 @@
 #include "engine/fusion.h"
 #include "engine/onnx_import.h"
 #include "engine/passes.h"
+#include "engine/qdq_build.h"
+#include "engine/quant.h"
+#include "engine/quant_internal.h"
 #include "engine/runtime.h"
 
 namespace hotline::engine {
@@ -62,12 +65,19 @@ double CompareWithReference(const Graph& original, const std::shared_ptr<Engine>
 
 }  // namespace
 
-PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& options) {
+PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& build_options) {
+  // A QDQ model's own scales (and the GEMMs it left unquantised) override calibration (qdq.h).
+  BuildOptions options = build_options;
+  ApplyQdqScales(onnx_path, &options);
   auto backend = CreateBackend(options.backend, options.device);
+  backend->UseTimingCache(options.timing_cache);
   backend->CheckPrecision(options.precision);
   Graph g = ImportOnnx(onnx_path);
   PlanData plan;
   plan.extra["source"] = {{"onnx", onnx_path}, {"producer", g.producer}, {"opset", g.opset}};
+  // Ties calibration caches to the model (quant.h); cheap next to import and shape inference.
+  const std::string model_fp = ModelFingerprint(g);
+  plan.extra["model_fingerprint"] = model_fp;
   plan.extra["ops_imported"] = Histogram(g);
   FoldConstants(&g);
   EliminateDeadNodes(&g);
@@ -128,6 +138,10 @@ PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& options
     }
   }
   for (const auto& n : report.notes) plan.extra["fusion_notes"].push_back(n);
+  if (!why.empty() && options.precision == Precision::kINT8) {
+    throw Error("int8 needs a packed (fused) plan, and this model does not fuse: " + why,
+                Code::kUnimplemented);
+  }
   if (!why.empty()) {
     // Generic path: the folded ONNX graph on padded batches, reference ops, fp32.
     plan.mode = "padded";
@@ -149,32 +163,41 @@ PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& options
       }
     }
   }
+  // INT8: calibration (or its cache / a given table) and the rewrite to s8 weights (calib.cc).
+  if (options.precision == Precision::kINT8) QuantizePlanInt8(&plan, model_fp, options);
+  auto gemm_precision = [&](const Node& n) {
+    if (n.s("quant", "") == "int8") return Precision::kINT8;
+    return options.precision == Precision::kINT8 ? Precision::kFP32 : options.precision;
+  };
   // Tuning: per GEMM shape bucket (M at the profile's opt point, K, N), time every tactic.
   json tuning = json::array();
-  std::map<std::tuple<int, int, int>, int> chosen;
+  std::map<std::tuple<int, int, int, int>, int> chosen;
   const int M = options.profile.opt_batch * options.profile.opt_seq;
   for (auto& n : plan.graph.nodes) {
     if (n.op != "Dense" && n.op != "DenseLayerNorm") continue;
+    const Precision gp = gemm_precision(n);
     const HTensor* w = plan.graph.Const(n.inputs[1]);
-    const int K = int(w->shape[0]), N = int(w->shape[1]);
+    const int K = gp == Precision::kINT8 ? int(n.i("K", 0)) : int(w->shape[0]);
+    const int N = gp == Precision::kINT8 ? int(n.i("N", 0)) : int(w->shape[1]);
     const bool per_token = plan.dims.count(n.outputs[0]) && plan.dims.at(n.outputs[0]).size() > 1 &&
                            plan.dims.at(n.outputs[0])[1] == "seq";
     const int rows = per_token ? M : options.profile.opt_batch;
-    const auto key = std::make_tuple(rows, K, N);
+    const auto key = std::make_tuple(rows, K, N, int(gp));
     if (!chosen.count(key)) {
       int best = 0;
       if (options.tune) {
         double best_ms = 1e30;
         json times = json::object();
-        for (int t : backend->GemmTactics(options.precision)) {
-          const double ms = backend->TimeGemm(t, rows, K, N, options.precision);
+        for (int t : backend->GemmTactics(gp)) {
+          const double ms = backend->TimeGemm(t, rows, K, N, gp);
           times[backend->TacticName(t)] = ms;
           if (ms < best_ms) {
             best_ms = ms;
             best = t;
           }
         }
-        tuning.push_back({{"M", rows}, {"K", K}, {"N", N}, {"ms", times},
+        tuning.push_back({{"M", rows}, {"K", K}, {"N", N}, {"precision", PrecisionName(gp)},
+                          {"ms", times},
                           {"chosen", backend->TacticName(best)}});
       }
       chosen[key] = best;
@@ -187,7 +210,7 @@ PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& options
   for (const auto& n : plan.graph.nodes) {
     const bool gemm = n.op == "Dense" || n.op == "DenseLayerNorm";
     plan.info.ops.push_back({n.name, n.op,
-                             gemm ? std::string(PrecisionName(options.precision)) : "fp32"});
+                             gemm ? std::string(PrecisionName(gemm_precision(n))) : "fp32"});
   }
   return plan;
 }

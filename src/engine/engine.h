@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,6 +35,13 @@ struct Profile {
   void Check(int batch, int max_seqlen) const;
 };
 
+// INT8 calibration (src/engine/quant.h).
+enum class CalibMethod { kKL, kPercentile, kMinMax };
+struct CalibrationTable;
+// Text → token ids ([CLS] ... [SEP]) with the model's vocabulary; the CLI builds one from the
+// text layer's tokenizer (the engine does not depend on the text layer).
+using CalibTokenizer = std::function<std::vector<int32_t>(std::string_view)>;
+
 struct BuildOptions {
   Precision precision = Precision::kFP32;
   BackendKind backend = BackendKind::kCPU;
@@ -41,7 +49,25 @@ struct BuildOptions {
   bool tune = true;           // time candidate GEMM implementations per shape bucket
   std::string timing_cache;   // optional file: reused and updated by tuning
   int device = 0;             // CUDA device ordinal
+  std::vector<int> devices;   // CUDA, BuildFromOnnx: contexts dealt out over these GPUs ({device})
   int threads = 0;            // CPU threads (0 = all cores)
+
+  // ---- INT8 (precision kINT8; see quant.h and /work/notes/s2/int8-api.md) ----
+  // Where the activation ranges come from, first match wins: calib_table (e.g. imported from a
+  // QDQ model), then calib_cache when the file exists (refused when made for another model or
+  // method), then calibration over calib_sequences plus the "text" lines of calib_file tokenised
+  // by calib_tokenizer. A fresh calibration is written to calib_cache when that is set.
+  CalibMethod calib_method = CalibMethod::kPercentile;
+  double calib_percentile = 99.99;
+  std::string calib_file;                       // JSONL, one {"text": "..."} per line
+  CalibTokenizer calib_tokenizer;               // required with calib_file
+  int calib_max_lines = 0;                      // 0 = every line of calib_file
+  std::vector<std::vector<int32_t>> calib_sequences;  // token ids, used as they are
+  std::string calib_cache;                      // calibration cache file (JSON)
+  std::shared_ptr<const CalibrationTable> calib_table;
+  // GEMMs (and the embedding table) kept in fp32: node names, "#<i>", "layer:<L>", "heads",
+  // "embeddings" (quant.h ResolveKeepFp).
+  std::vector<std::string> keep_fp;
 };
 
 // A padding-free batch: the sequences' tokens concatenated, with offsets.
@@ -107,6 +133,8 @@ class Engine {
   // Loads a plan file. Throws when the file is truncated, foreign, of another format version or
   // built for other hardware (naming both fingerprints).
   static std::shared_ptr<Engine> Load(const std::string& plan_path);
+  // CUDA: one replica of the plan per listed GPU; CreateContext deals contexts out over them.
+  static std::shared_ptr<Engine> Load(const std::string& path, const std::vector<int>& devices);
   // Imports an ONNX model, builds it with the options, and loads the result without a file.
   static std::shared_ptr<Engine> BuildFromOnnx(const std::string& onnx_path,
                                                const BuildOptions& options);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "base/error.h"
@@ -220,6 +221,11 @@ HTensor ConstantValue(const Node& n) {
 }  // namespace
 
 Graph ImportOnnx(const std::string& path) {
+  QdqInfo unused;
+  return ImportOnnx(path, &unused);
+}
+
+Graph ImportOnnx(const std::string& path, QdqInfo* qdq) {
   const std::string bytes = ReadFile(path);
   if (bytes.empty()) throw Error("'" + path + "' is empty, not an ONNX model", Code::kDataLoss);
   onnx::ModelProto model;
@@ -241,7 +247,11 @@ Graph ImportOnnx(const std::string& path) {
   }
   if (g.opset == 0) throw Error("'" + path + "' declares no default-domain opset");
   const auto& gp = model.graph();
-  for (const auto& init : gp.initializer()) g.initializers[init.name()] = ToTensor(init, base_dir);
+  std::map<std::string, int> elem_types;  // constants' ONNX element types (for Q/DQ ranges)
+  for (const auto& init : gp.initializer()) {
+    g.initializers[init.name()] = ToTensor(init, base_dir);
+    elem_types[init.name()] = init.data_type();
+  }
   for (const auto& in : gp.input()) {
     if (!g.initializers.count(in.name())) g.inputs.push_back(ToValueInfo(in));
   }
@@ -260,7 +270,8 @@ Graph ImportOnnx(const std::string& path) {
                       "is imported",
                   Code::kUnimplemented);
     }
-    if (!IsSupportedOp(n.op)) {
+    const bool qdq_op = n.op == "QuantizeLinear" || n.op == "DequantizeLinear";
+    if (!qdq_op && !IsSupportedOp(n.op)) {
       throw Error("unsupported op " + n.op + " (node '" + n.name + "', opset " +
                       std::to_string(g.opset) + ")",
                   Code::kUnimplemented);
@@ -269,10 +280,14 @@ Graph ImportOnnx(const std::string& path) {
     if (n.op == "Constant") {
       if (n.outputs.size() != 1) throw Error(n.Describe() + " must have one output");
       g.initializers[n.outputs[0]] = ConstantValue(n);
+      for (const auto& a : np.attribute())
+        if (a.name() == "value" && a.type() == onnx::AttributeProto::TENSOR)
+          elem_types[n.outputs[0]] = a.t().data_type();
       continue;
     }
     g.nodes.push_back(std::move(n));
   }
+  *qdq = StripQdq(&g, elem_types);
   g.Validate();
   return g;
 }

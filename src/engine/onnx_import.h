@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/ir.h"
+#include "engine/qdq.h"
 
 namespace hotline::engine {
 
@@ -11,6 +12,11 @@ namespace hotline::engine {
 // external data files are read from paths relative to the model's folder (paths that leave it are
 // rejected). Throws hotline::Error for unreadable, truncated or corrupt files, for tensors whose
 // data does not match their shape, and for ops the engine cannot run (naming op, node and opset).
+//
+// QuantizeLinear/DequantizeLinear (QDQ-format models) are removed at import as qdq.h describes;
+// the overload returns what they said (weight and activation scales) in `qdq`, the plain form
+// drops it (the graph is the model's fp32 equivalent).
 Graph ImportOnnx(const std::string& path);
+Graph ImportOnnx(const std::string& path, QdqInfo* qdq);
 
 }  // namespace hotline::engine

@@ -4,9 +4,15 @@
 // have total_tokens rows, per-sequence values batch rows. Buffers are assigned once per engine
 // by liveness (a value's buffer is reused after its last reader) and allocated per context.
 // Padded plans (graphs that did not fuse) run the reference interpreter over [batch, seq] input.
+// A backend may claim a whole packed graph (Backend::PrepareGraph, e.g. the CUDA encoder runner);
+// the engine then runs that instead of the per-node ops.
+//
+// Several devices: the engine holds one replica (backend + prepared ops or runner) per device and
+// CreateContext deals contexts out over them in turn.
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <set>
 
@@ -28,15 +34,27 @@ struct BufferSpec {
   int64_t inner;
 };
 
+// What one device holds.
+struct Replica {
+  int device = 0;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<GraphRunner> runner;  // set when the backend runs the whole graph
+  std::vector<Step> steps;
+};
+
 class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl> {
  public:
-  EngineImpl(PlanData plan, bool check_hardware);
+  EngineImpl(PlanData plan, const EngineOptions& options);
   const PlanInfo& info() const override { return plan_.info; }
   std::unique_ptr<Context> CreateContext() const override;
 
   const PlanData& plan() const { return plan_; }
-  Backend* backend() const { return backend_.get(); }
-  const std::vector<Step>& steps() const { return steps_; }
+  PlanData& mutable_plan() { return plan_; }
+  // The replica the next context uses (round robin).
+  const Replica& NextReplica() const {
+    return replicas_[size_t(next_.fetch_add(1)) % replicas_.size()];
+  }
+  const std::vector<Replica>& replicas() const { return replicas_; }
   const std::vector<BufferSpec>& buffers() const { return buffers_; }
   const std::vector<int>& output_buffers() const { return output_buffers_; }
   size_t scratch_bytes() const { return scratch_bytes_; }
@@ -44,10 +62,9 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
   int type_vocab() const { return type_vocab_; }
   int max_pos() const { return max_pos_; }
   bool packed() const { return plan_.mode == "packed"; }
-  const GraphRunner* runner() const { return runner_.get(); }
 
  private:
-  void PreparePacked();
+  void PreparePacked(Replica* r, const EngineOptions& options);
   bool TokenRows(const std::string& v) const {
     auto it = plan_.dims.find(v);
     return it != plan_.dims.end() && it->second.size() > 1 && it->second[1] == "seq";
@@ -55,9 +72,8 @@ class EngineImpl : public Engine, public std::enable_shared_from_this<EngineImpl
   int64_t Inner(const std::string& v) const;
 
   PlanData plan_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<GraphRunner> runner_;  // set when the backend runs the whole graph
-  std::vector<Step> steps_;
+  std::vector<Replica> replicas_;
+  mutable std::atomic<uint64_t> next_{0};
   std::vector<BufferSpec> buffers_;
   std::vector<int> output_buffers_;
   size_t scratch_bytes_ = 0;
@@ -72,26 +88,42 @@ int64_t EngineImpl::Inner(const std::string& v) const {
   return n;
 }
 
-EngineImpl::EngineImpl(PlanData plan, bool check_hardware) : plan_(std::move(plan)) {
-  backend_ = CreateBackend(plan_.info.backend);
-  if (check_hardware) {
-    const auto here = backend_->Fingerprint();
-    for (const auto& [key, value] : here) {
-      auto it = plan_.info.fingerprint.find(key);
-      const std::string theirs = it == plan_.info.fingerprint.end() ? "(none)" : it->second;
-      if (theirs != value) {
-        throw Error("plan was built for " + key + " " + theirs + " but this machine has " + key +
-                        " " + value + ": rebuild the plan here from the ONNX model",
-                    Code::kFailedPrecondition);
+EngineImpl::EngineImpl(PlanData plan, const EngineOptions& options) : plan_(std::move(plan)) {
+  std::vector<int> devices = options.devices;
+  if (devices.empty()) devices.push_back(0);
+  if (plan_.info.backend != BackendKind::kCUDA && devices != std::vector<int>{0}) {
+    throw Error("devices apply to the cuda backend only; this plan is for the " +
+                std::string(BackendName(plan_.info.backend)) + " backend");
+  }
+  for (size_t k = 0; k < devices.size(); ++k) {
+    for (size_t j = 0; j < k; ++j) {
+      if (devices[j] == devices[k]) {
+        throw Error("device " + std::to_string(devices[k]) + " is listed twice");
       }
     }
   }
-  backend_->CheckPrecision(plan_.info.precision);
-  if (packed()) PreparePacked();
+  for (int dev : devices) {
+    Replica r;
+    r.device = dev;
+    r.backend = CreateBackend(plan_.info.backend, dev);
+    if (options.check_hardware) CheckFingerprint(plan_.info.fingerprint, r.backend->Fingerprint());
+    r.backend->CheckPrecision(plan_.info.precision);
+    replicas_.push_back(std::move(r));
+  }
+  if (packed()) {
+    for (auto& r : replicas_) PreparePacked(&r, options);
+    // Prepared ops and runners hold their own copies of the weights (padded plans run the
+    // reference interpreter over the graph and keep them).
+    plan_.graph.initializers.clear();
+  }
 }
 
-void EngineImpl::PreparePacked() {
+void EngineImpl::PreparePacked(Replica* rep, const EngineOptions& options) {
   const Graph& g = plan_.graph;
+  Backend* backend = rep->backend.get();
+  buffers_.clear();
+  output_buffers_.clear();
+  scratch_bytes_ = 0;
   const Profile& pr = plan_.info.profile;
   const int max_tokens = pr.max_batch * pr.max_seq;
   std::map<std::string, int> buf_of;
@@ -109,14 +141,18 @@ void EngineImpl::PreparePacked() {
       if (!n.inputs[4].empty()) type_vocab_ = int(g.Const(n.inputs[4])->shape[0]);
     }
   }
-  if ((runner_ = backend_->PrepareGraph(g, plan_.info))) {
-    plan_.graph.initializers.clear();
-    return;
+  GraphOptions go;
+  go.device = rep->device;
+  go.tune = options.tune;
+  go.timing_cache = options.timing_cache;
+  if (plan_.extra.contains("gemm_tuning") && plan_.extra["gemm_tuning"].is_string()) {
+    go.tuning = plan_.extra["gemm_tuning"].get<std::string>();
   }
+  if (options.graph_runners && (rep->runner = backend->PrepareGraph(g, plan_.info, go))) return;
   plan_.info.ops.clear();
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
-    if (!backend_->SupportsOp(n, plan_.info.precision)) {
+    if (!backend->SupportsOp(n, plan_.info.precision)) {
       throw Error(n.Describe() + " is not supported by the " +
                   std::string(BackendName(plan_.info.backend)) + " backend", Code::kUnimplemented);
     }
@@ -155,7 +191,7 @@ void EngineImpl::PreparePacked() {
       st.out.push_back(b);
     }
     st.token_rows = n.op == "FirstToken" ? true : TokenRows(n.outputs[0]);
-    st.op = backend_->Prepare(n, g, shapes, plan_.info.precision);
+    st.op = backend->Prepare(n, g, shapes, plan_.info.precision);
     scratch_bytes_ = std::max(scratch_bytes_, st.op->ScratchBytes(max_tokens, pr.max_seq));
     plan_.info.ops.push_back({n.name, n.op, st.op->precision()});
     // Release buffers whose last reader was this node.
@@ -166,26 +202,25 @@ void EngineImpl::PreparePacked() {
         buf_of.erase(in);
       }
     }
-    steps_.push_back(std::move(st));
+    rep->steps.push_back(std::move(st));
   }
   for (const auto& o : g.outputs) output_buffers_.push_back(buf_of.at(o.name));
-  // Prepared ops hold their own copies of the weights.
-  plan_.graph.initializers.clear();
 }
 
 // ---- contexts ----
 
 class ContextImpl : public Context {
  public:
-  explicit ContextImpl(std::shared_ptr<const EngineImpl> e) : e_(std::move(e)) {
+  explicit ContextImpl(std::shared_ptr<const EngineImpl> e)
+      : e_(std::move(e)), rep_(&e_->NextReplica()) {
     if (!e_->packed()) return;
-    if (e_->runner()) {
-      runner_ctx_ = e_->runner()->CreateContext();
+    if (rep_->runner) {
+      runner_ctx_ = rep_->runner->CreateContext();
       return;
     }
     const Profile& pr = e_->plan().info.profile;
     max_tokens_ = pr.max_batch * pr.max_seq;
-    Backend* be = e_->backend();
+    Backend* be = rep_->backend.get();
     for (const auto& spec : e_->buffers()) {
       const int64_t rows = spec.token_rows ? max_tokens_ : pr.max_batch;
       bufs_.push_back(be->Allocate(size_t(rows * spec.inner) * sizeof(float)));
@@ -195,7 +230,7 @@ class ContextImpl : public Context {
     cu_ = static_cast<int32_t*>(be->Allocate(size_t(pr.max_batch + 1) * 4));
     scratch_ = e_->scratch_bytes() ? be->Allocate(e_->scratch_bytes()) : nullptr;
     zeros_.assign(size_t(max_tokens_), 0);
-    for (const auto& st : e_->steps()) {
+    for (const auto& st : rep_->steps) {
       std::vector<const void*> in;
       std::vector<void*> out;
       for (int b : st.in) {
@@ -207,7 +242,7 @@ class ContextImpl : public Context {
     }
   }
   ~ContextImpl() override {
-    Backend* be = e_->backend();
+    Backend* be = rep_->backend.get();
     for (void* p : bufs_) be->Free(p);
     for (void* p : {static_cast<void*>(ids_), static_cast<void*>(types_), static_cast<void*>(cu_),
                     scratch_}) {
@@ -224,6 +259,7 @@ class ContextImpl : public Context {
   std::map<std::string, HTensor> PaddedFeeds(const PackedBatch& batch) const;
 
   std::shared_ptr<const EngineImpl> e_;
+  const Replica* rep_;
   std::unique_ptr<GraphRunnerContext> runner_ctx_;
   int max_tokens_ = 0;
   std::vector<void*> bufs_;
@@ -280,7 +316,7 @@ void ContextImpl::Validate(const PackedBatch& b) const {
 }
 
 void ContextImpl::RunPackedPlan(const PackedBatch& b, std::vector<Output>* outputs) {
-  Backend* be = e_->backend();
+  Backend* be = rep_->backend.get();
   const int T = b.total_tokens(), B = b.batch();
   be->CopyToDevice(ids_, b.input_ids.data(), size_t(T) * 4);
   if (b.token_type_ids.empty()) {
@@ -289,7 +325,7 @@ void ContextImpl::RunPackedPlan(const PackedBatch& b, std::vector<Output>* outpu
     be->CopyToDevice(types_, b.token_type_ids.data(), size_t(T) * 4);
   }
   be->CopyToDevice(cu_, b.cu_seqlens.data(), size_t(B + 1) * 4);
-  const auto& steps = e_->steps();
+  const auto& steps = rep_->steps;
   for (size_t k = 0; k < steps.size(); ++k) {
     LaunchArgs a;
     a.in = ins_[k].data();
@@ -472,24 +508,98 @@ std::unique_ptr<Context> EngineImpl::CreateContext() const {
   return std::make_unique<ContextImpl>(shared_from_this());
 }
 
+// Build time, CUDA: let the runner choose its GEMMs for the profile's typical shapes now and
+// record the choices in the plan, so a load on the same GPU does not time them again.
+void RecordTuning(const EngineImpl& e, PlanData* plan) {
+  const Profile& p = plan->info.profile;
+  for (const auto& r : e.replicas()) {
+    if (!r.runner) continue;
+    // The profile's points, plus batches of 16-token sequences for the token counts up to 2048
+    // (the buckets serving's small batches fall into; larger ones are tuned on first use).
+    std::vector<std::pair<int, int>> shapes = {
+        {1, p.opt_seq}, {p.opt_batch, p.opt_seq}, {p.max_batch, p.max_seq}};
+    const int seq = std::min(16, p.max_seq);
+    for (int t = 16; t <= 2048 && t <= p.max_batch * seq; t += t < 128 ? 16 : t < 1024 ? 64 : 256) {
+      shapes.push_back({t / seq, seq});
+    }
+    r.runner->Warmup(shapes);
+    const std::string rec = r.runner->TuningRecord();
+    if (!rec.empty()) plan->extra["gemm_tuning"] = rec;
+    plan->extra["graph_runner"] = r.runner->Describe();
+    break;
+  }
+}
+
+EngineOptions FromBuild(const BuildOptions& options) {
+  EngineOptions eo;
+  eo.devices = options.devices.empty() ? std::vector<int>{options.device} : options.devices;
+  eo.tune = options.tune;
+  eo.timing_cache = options.timing_cache;
+  return eo;
+}
+
 }  // namespace
 
+void CheckFingerprint(const std::map<std::string, std::string>& plan,
+                      const std::map<std::string, std::string>& here) {
+  auto text = [](const std::map<std::string, std::string>& f) {
+    std::string s;
+    for (const auto& [k, v] : f) s += (s.empty() ? "" : ", ") + k + "=" + v;
+    return "{" + s + "}";
+  };
+  for (const auto& [key, value] : here) {
+    auto it = plan.find(key);
+    const std::string theirs = it == plan.end() ? "(none)" : it->second;
+    if (theirs != value) {
+      throw Error("plan was built for " + key + " " + theirs + " but this machine has " + key +
+                      " " + value + " (plan: " + text(plan) + "; here: " + text(here) +
+                      "): rebuild the plan here from the ONNX model",
+                  Code::kFailedPrecondition);
+    }
+  }
+}
+
 std::shared_ptr<Engine> MakeEngine(PlanData plan, bool check_hardware) {
-  return std::make_shared<EngineImpl>(std::move(plan), check_hardware);
+  EngineOptions eo;
+  eo.check_hardware = check_hardware;
+  return MakeEngine(std::move(plan), eo);
+}
+
+std::shared_ptr<Engine> MakeEngine(PlanData plan, const EngineOptions& options) {
+  return std::make_shared<EngineImpl>(std::move(plan), options);
 }
 
 std::shared_ptr<Engine> Engine::Load(const std::string& plan_path) {
   return MakeEngine(ReadPlan(plan_path, /*load_weights=*/true), /*check_hardware=*/true);
 }
 
+std::shared_ptr<Engine> Engine::Load(const std::string& plan_path,
+                                     const std::vector<int>& devices) {
+  EngineOptions eo;
+  eo.devices = devices;
+  return MakeEngine(ReadPlan(plan_path, /*load_weights=*/true), eo);
+}
+
 std::shared_ptr<Engine> Engine::BuildFromOnnx(const std::string& onnx_path,
                                               const BuildOptions& options) {
-  return MakeEngine(BuildPlanData(onnx_path, options), /*check_hardware=*/true);
+  PlanData plan = BuildPlanData(onnx_path, options);
+  auto e = std::make_shared<EngineImpl>(std::move(plan), FromBuild(options));
+  if (options.backend == BackendKind::kCUDA) RecordTuning(*e, &e->mutable_plan());
+  return e;
 }
 
 void BuildPlanFile(const std::string& onnx_path, const BuildOptions& options,
                    const std::string& plan_path) {
-  WritePlan(BuildPlanData(onnx_path, options), plan_path);
+  PlanData plan = BuildPlanData(onnx_path, options);
+  if (options.backend == BackendKind::kCUDA && plan.mode == "packed") {
+    // Prepare it once here (same GPU as the build) to tune and record the runner's GEMMs.
+    EngineOptions eo = FromBuild(options);
+    eo.devices = {options.device};
+    PlanData copy = plan;
+    EngineImpl e(std::move(copy), eo);
+    RecordTuning(e, &plan);
+  }
+  WritePlan(plan, plan_path);
 }
 
 PlanInfo InspectPlan(const std::string& plan_path) {

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <memory>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/engine.h"
@@ -16,5 +18,19 @@ PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& options
 // Creates an engine from plan data (weights loaded). Checks the fingerprint against this
 // machine's backend unless `check_hardware` is false.
 std::shared_ptr<Engine> MakeEngine(PlanData plan, bool check_hardware);
+
+struct EngineOptions {
+  bool check_hardware = true;
+  std::vector<int> devices;  // CUDA: one replica per device, contexts dealt out in turn; {} = {0}
+  bool tune = true;          // whole-graph runners: time implementations for new shapes
+  std::string timing_cache;  // whole-graph runners: optional timing file
+  bool graph_runners = true; // false: never hand the graph to Backend::PrepareGraph (tests)
+};
+std::shared_ptr<Engine> MakeEngine(PlanData plan, const EngineOptions& options);
+
+// Throws hotline::Error (kFailedPrecondition) when a key of `here` differs in `plan`, naming the
+// key, both values and both whole fingerprints.
+void CheckFingerprint(const std::map<std::string, std::string>& plan,
+                      const std::map<std::string, std::string>& here);
 
 }  // namespace hotline::engine

@@ -11,6 +11,16 @@ std::optional<std::chrono::system_clock::time_point> FromTimestamp(
           std::chrono::seconds(ts.seconds()) + std::chrono::nanoseconds(ts.nanos())));
 }
 
+template <typename Repeated>
+void AddSlots(const std::vector<dialog::SlotFill>& slots, Repeated* out) {
+  for (const auto& s : slots) {
+    auto* p = out->Add();
+    p->set_type(s.type);
+    p->set_value(s.value);
+    p->set_normalized(s.normalized);
+  }
+}
+
 }  // namespace
 
 grpc::Status ToGrpc(const Status& s) {
@@ -76,6 +86,47 @@ serving::UnderstandCall FromProto(const hotline::v1::UnderstandBatchRequest& req
   c.request_id = req.request_id();
   c.reference_time = FromTimestamp(req.has_reference_time(), req.reference_time());
   return c;
+}
+
+ConverseCall FromProto(const hotline::v1::ConverseRequest& req) {
+  ConverseCall c;
+  c.call_id = req.call_id();
+  c.text = req.text();
+  c.reference_time = FromTimestamp(req.has_reference_time(), req.reference_time());
+  return c;
+}
+
+void ToProto(const ConverseResult& r, hotline::v1::ConverseResponse* out) {
+  out->set_reply(r.reply.reply);
+  out->set_action(r.action);
+  out->set_intent(r.reply.intent);
+  out->set_department(r.reply.department);
+  AddSlots(r.reply.slots, out->mutable_slots());
+  out->set_work_order_id(r.reply.work_order_id);
+  out->set_done(r.reply.done);
+  ToProto(r.understanding, out->mutable_understanding());
+}
+
+void ToProto(const dialog::CallSummary& s, hotline::v1::EndCallResponse* out) {
+  out->set_call_id(s.call_id);
+  out->set_outcome(s.outcome);
+  out->set_intent(s.intent);
+  out->set_department(s.department);
+  AddSlots(s.slots, out->mutable_slots());
+  out->set_work_order_id(s.work_order_id);
+  out->set_turns(s.turns);
+}
+
+void ToProto(const dialog::WorkOrder& w, hotline::v1::WorkOrder* out) {
+  out->set_id(w.id);
+  out->set_call_id(w.call_id);
+  out->set_department(w.department);
+  out->set_intent(w.intent);
+  out->set_caller_text(w.caller_text);
+  out->set_created_at(w.created_at);
+  out->set_status(w.status);
+  AddSlots(w.slots, out->mutable_slots());
+  for (const auto& t : w.urged_at) out->add_urged_at(t);
 }
 
 serving::TimePoint SteadyDeadline(std::chrono::system_clock::time_point deadline) {

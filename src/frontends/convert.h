@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "base/error.h"
+#include "frontends/dialog_service.h"
 #include "frontends/hotline_grpc.h"
 #include "serving/service.h"
 
@@ -19,6 +20,12 @@ void ToProto(const serving::UnderstandReply& r, hotline::v1::ServingInfo* out);
 // transport's business).
 serving::UnderstandCall FromProto(const hotline::v1::UnderstandRequest& req);
 serving::UnderstandCall FromProto(const hotline::v1::UnderstandBatchRequest& req);
+
+// Dialog.
+ConverseCall FromProto(const hotline::v1::ConverseRequest& req);
+void ToProto(const ConverseResult& r, hotline::v1::ConverseResponse* out);
+void ToProto(const dialog::CallSummary& s, hotline::v1::EndCallResponse* out);
+void ToProto(const dialog::WorkOrder& w, hotline::v1::WorkOrder* out);
 
 // A wall-clock deadline (gRPC's) as a steady-clock one; system_clock::max() → TimePoint::max().
 serving::TimePoint SteadyDeadline(std::chrono::system_clock::time_point deadline);

@@ -65,6 +65,22 @@ grpc::ServerUnaryReactor* UnderstandRaw(serving::Service* service, grpc::Callbac
   return reactor;
 }
 
+template <typename Request>
+bool ParseOrRefuse(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw, Request* req,
+                   grpc::ServerUnaryReactor** refused) {
+  if (ParseRaw(raw, req)) return true;
+  *refused = FinishNow(
+      ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a valid " +
+                                                                Request::descriptor()->full_name() +
+                                                                " (text fields must be UTF-8)"));
+  return false;
+}
+
+grpc::Status NoDialog() {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "this server runs without dialog (no dialog: section in its config)");
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* HotlineGrpcService::Understand(grpc::CallbackServerContext* ctx,
@@ -114,6 +130,66 @@ grpc::ServerUnaryReactor* HotlineGrpcService::UnloadModel(
     grpc::CallbackServerContext* ctx, const hotline::v1::UnloadModelRequest* req,
     hotline::v1::UnloadModelResponse*) {
   return FinishNow(ctx, ToGrpc(service_->UnloadModel(req->admin_token(), req->name())));
+}
+
+grpc::ServerUnaryReactor* HotlineGrpcService::Converse(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* raw_req,
+                                                       grpc::ByteBuffer* raw_resp) {
+  if (!dialog_) return FinishNow(ctx, NoDialog());
+  hotline::v1::ConverseRequest req;
+  grpc::ServerUnaryReactor* refused = nullptr;
+  if (!ParseOrRefuse(ctx, raw_req, &req, &refused)) return refused;
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ConverseCall call = FromProto(req);
+  call.deadline = SteadyDeadline(ctx->deadline());
+  call.cancelled = [ctx] { return ctx->IsCancelled(); };
+  dialog_->Converse(std::move(call), [reactor, raw_resp](ConverseResult r) {
+    if (r.status.ok()) {
+      hotline::v1::ConverseResponse resp;
+      ToProto(r, &resp);
+      SerializeRaw(resp, raw_resp);
+    }
+    reactor->Finish(ToGrpc(r.status));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* HotlineGrpcService::EndCall(grpc::CallbackServerContext* ctx,
+                                                      const grpc::ByteBuffer* raw_req,
+                                                      grpc::ByteBuffer* raw_resp) {
+  if (!dialog_) return FinishNow(ctx, NoDialog());
+  hotline::v1::EndCallRequest req;
+  grpc::ServerUnaryReactor* refused = nullptr;
+  if (!ParseOrRefuse(ctx, raw_req, &req, &refused)) return refused;
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  dialog_->EndCall(req.call_id(), [reactor, raw_resp](Status s, dialog::CallSummary summary) {
+    if (s.ok()) {
+      hotline::v1::EndCallResponse resp;
+      ToProto(summary, &resp);
+      SerializeRaw(resp, raw_resp);
+    }
+    reactor->Finish(ToGrpc(s));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* HotlineGrpcService::GetWorkOrder(grpc::CallbackServerContext* ctx,
+                                                           const grpc::ByteBuffer* raw_req,
+                                                           grpc::ByteBuffer* raw_resp) {
+  if (!dialog_) return FinishNow(ctx, NoDialog());
+  hotline::v1::GetWorkOrderRequest req;
+  grpc::ServerUnaryReactor* refused = nullptr;
+  if (!ParseOrRefuse(ctx, raw_req, &req, &refused)) return refused;
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  dialog_->GetWorkOrder(req.id(), [reactor, raw_resp](Status s, dialog::WorkOrder order) {
+    if (s.ok()) {
+      hotline::v1::WorkOrder resp;
+      ToProto(order, &resp);
+      SerializeRaw(resp, raw_resp);
+    }
+    reactor->Finish(ToGrpc(s));
+  });
+  return reactor;
 }
 
 // ---- KServe v2 ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "frontends/dialog_service.h"
 #include "frontends/hotline_grpc.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
 #include "serving/service.h"
@@ -14,17 +15,23 @@ namespace hotline::frontends {
 
 // Understand and UnderstandBatch take raw bytes and parse them here: gRPC's callback API answers
 // a request it cannot parse with UNIMPLEMENTED, while an unparsable request (in practice a text
-// that is not UTF-8, which proto3 strings forbid) is the caller's INVALID_ARGUMENT.
+// that is not UTF-8, which proto3 strings forbid) is the caller's INVALID_ARGUMENT. The dialog
+// calls (Converse, EndCall, GetWorkOrder) are raw for the same reason.
 using HotlineServiceBase = hotline::v1::Hotline::WithRawCallbackMethod_Understand<
     hotline::v1::Hotline::WithRawCallbackMethod_UnderstandBatch<
         hotline::v1::Hotline::WithCallbackMethod_ListModels<
             hotline::v1::Hotline::WithCallbackMethod_LoadModel<
                 hotline::v1::Hotline::WithCallbackMethod_UnloadModel<
-                    hotline::v1::Hotline::Service>>>>>;
+                    hotline::v1::Hotline::WithRawCallbackMethod_Converse<
+                        hotline::v1::Hotline::WithRawCallbackMethod_EndCall<
+                            hotline::v1::Hotline::WithRawCallbackMethod_GetWorkOrder<
+                                hotline::v1::Hotline::Service>>>>>>>>;
 
 class HotlineGrpcService final : public HotlineServiceBase {
  public:
-  explicit HotlineGrpcService(serving::Service* service) : service_(service) {}
+  // `dialog` may be null: the dialog calls then answer UNIMPLEMENTED.
+  explicit HotlineGrpcService(serving::Service* service, DialogService* dialog = nullptr)
+      : service_(service), dialog_(dialog) {}
 
   grpc::ServerUnaryReactor* Understand(grpc::CallbackServerContext* ctx,
                                        const grpc::ByteBuffer* req,
@@ -41,9 +48,17 @@ class HotlineGrpcService final : public HotlineServiceBase {
   grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx,
                                         const hotline::v1::UnloadModelRequest* req,
                                         hotline::v1::UnloadModelResponse* resp) override;
+  grpc::ServerUnaryReactor* Converse(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                     grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* EndCall(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                    grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* GetWorkOrder(grpc::CallbackServerContext* ctx,
+                                         const grpc::ByteBuffer* req,
+                                         grpc::ByteBuffer* resp) override;
 
  private:
   serving::Service* const service_;
+  DialogService* const dialog_;
 };
 
 // Model I/O over KServe v2: input "text" (BYTES, any shape; one element per utterance), outputs

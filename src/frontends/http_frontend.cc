@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontends/convert.h"
+#include "frontends/dialog_service.h"
 #include "serving/metrics.h"
 #include "serving/service.h"
 
@@ -102,10 +103,84 @@ void HandleUnderstand(serving::Service& service, const httplib::Request& req,
   SendProto(res, out);
 }
 
+// Checks that the body is a JSON object (valid UTF-8 included) before the proto parser sees it,
+// so the error names the cause. An empty body counts as {} when `empty_ok`.
+bool CheckJsonObject(const httplib::Request& req, httplib::Response& res, bool empty_ok) {
+  if (empty_ok && req.body.find_first_not_of(" \t\r\n") == std::string::npos) return true;
+  nlohmann::json peek;
+  try {
+    peek = nlohmann::json::parse(req.body);
+  } catch (const nlohmann::json::exception& e) {
+    SendError(res, Status(Code::kInvalidArgument,
+                          std::string("the body is not valid JSON: ") + e.what()));
+    return false;
+  }
+  if (!peek.is_object()) {
+    SendError(res, Status(Code::kInvalidArgument, "the body must be a JSON object"));
+    return false;
+  }
+  return true;
+}
+
+void SendNoDialog(httplib::Response& res) {
+  SendError(res, Status(Code::kUnimplemented,
+                        "this server runs without dialog (no dialog: section in its config)"));
+}
+
+void HandleConverse(DialogService& dialog, const httplib::Request& req, httplib::Response& res) {
+  if (!CheckJsonObject(req, res, false)) return;
+  Status header_error;
+  const serving::TimePoint deadline = DeadlineFromHeader(req, &header_error);
+  if (!header_error.ok()) return SendError(res, header_error);
+  hotline::v1::ConverseRequest in;
+  if (!ParseBody(req, res, &in)) return;
+  ConverseCall call = FromProto(in);
+  call.deadline = deadline;
+  ConverseResult r = dialog.ConverseSync(std::move(call));
+  if (!r.status.ok()) return SendError(res, r.status);
+  hotline::v1::ConverseResponse out;
+  ToProto(r, &out);
+  SendProto(res, out);
+}
+
+void HandleEndCall(DialogService& dialog, const httplib::Request& req, httplib::Response& res) {
+  if (!CheckJsonObject(req, res, true)) return;
+  dialog::CallSummary summary;
+  Status s = dialog.EndCallSync(req.matches[1].str(), &summary);
+  if (!s.ok()) return SendError(res, s);
+  hotline::v1::EndCallResponse out;
+  ToProto(summary, &out);
+  SendProto(res, out);
+}
+
+void HandleGetWorkOrder(DialogService& dialog, const httplib::Request& req,
+                        httplib::Response& res) {
+  dialog::WorkOrder order;
+  Status s = dialog.GetWorkOrderSync(req.matches[1].str(), &order);
+  if (!s.ok()) return SendError(res, s);
+  hotline::v1::WorkOrder out;
+  ToProto(order, &out);
+  SendProto(res, out);
+}
+
 }  // namespace
 
 void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
-                       serving::MetricsRegistry& metrics) {
+                       serving::MetricsRegistry& metrics, DialogService* dialog) {
+  server.Post("/v1/converse", [dialog](const httplib::Request& req, httplib::Response& res) {
+    if (!dialog) return SendNoDialog(res);
+    HandleConverse(*dialog, req, res);
+  });
+  server.Post(R"(/v1/calls/([^/]+)/end)",
+              [dialog](const httplib::Request& req, httplib::Response& res) {
+                if (!dialog) return SendNoDialog(res);
+                HandleEndCall(*dialog, req, res);
+              });
+  server.Get(R"(/v1/work-orders/([^/]+))",
+             [dialog](const httplib::Request& req, httplib::Response& res) {
+               if (!dialog) return SendNoDialog(res);
+               HandleGetWorkOrder(*dialog, req, res);
+             });
   server.Post("/v1/understand", [&service](const httplib::Request& req, httplib::Response& res) {
     HandleUnderstand(service, req, res);
   });

@@ -6,6 +6,11 @@
 //                         UnderstandBatchRequest → UnderstandBatchResponse.
 //                         Header X-Timeout-Ms: the call's deadline.
 //   GET  /v1/models       ListModelsResponse
+//   POST /v1/converse     ConverseRequest → ConverseResponse (one caller turn). X-Timeout-Ms too.
+//   POST /v1/calls/{call_id}/end    (body empty or {}) → EndCallResponse; 404 for an unknown call
+//   GET  /v1/work-orders/{id}       WorkOrder; 404 when unknown
+//                         The dialog routes answer 501 UNIMPLEMENTED when the server has no
+//                         dialog configured.
 //   GET  /metrics         Prometheus text format
 //   GET  /healthz, /v2/health/live    200 while the process serves
 //   GET  /readyz, /v2/health/ready    200 once the startup models are warm, else 503
@@ -22,7 +27,10 @@ class MetricsRegistry;
 
 namespace hotline::frontends {
 
+class DialogService;
+
+// `dialog` may be null (no dialog routes then, beyond the 501 answer).
 void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
-                       serving::MetricsRegistry& metrics);
+                       serving::MetricsRegistry& metrics, DialogService* dialog = nullptr);
 
 }  // namespace hotline::frontends

@@ -7,7 +7,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 
+#include "frontends/dialog_service.h"
 #include "frontends/grpc_service.h"
 #include "frontends/http_frontend.h"
 
@@ -24,6 +26,30 @@ void Read(const YAML::Node& node, const char* key, T* out, const std::string& fi
   } catch (const YAML::Exception&) {
     throw Error(file + ": key '" + key + "' has value '" + YAML::Dump(v) +
                 "', which is not the expected type");
+  }
+}
+
+void ReadDialog(const YAML::Node& node, const std::string& file, DialogServerConfig* out) {
+  out->enabled = true;
+  if (node.IsNull()) return;
+  if (!node.IsMap()) throw Error(file + ": key 'dialog' must be a mapping");
+  static const char* const kKeys[] = {"config", "session_store", "work_order_db", "taxonomy",
+                                      "workers"};
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      throw Error(file + ": unknown key 'dialog." + key +
+                  "' (expected config, session_store, work_order_db, taxonomy, workers)");
+    }
+  }
+  const std::string where = file + " (dialog)";
+  Read(node, "config", &out->config, where);
+  Read(node, "session_store", &out->session_store, where);
+  Read(node, "work_order_db", &out->work_order_db, where);
+  Read(node, "taxonomy", &out->taxonomy, where);
+  Read(node, "workers", &out->workers, where);
+  if (out->workers < 1 || out->workers > 256) {
+    throw Error(file + ": dialog.workers must be 1..256; got " + std::to_string(out->workers));
   }
 }
 
@@ -59,7 +85,8 @@ ServerConfig ServerConfig::Load(const std::string& path) {
                                       "log_requests",
                                       "precision",
                                       "backend",
-                                      "top_k"};
+                                      "top_k",
+                                      "dialog"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
@@ -88,6 +115,7 @@ ServerConfig ServerConfig::Load(const std::string& path) {
   Read(root, "precision", &precision, path);
   Read(root, "backend", &backend, path);
   Read(root, "top_k", &c.pipeline.top_k, path);
+  if (root["dialog"]) ReadDialog(root["dialog"], path, &c.dialog);
   // Parsed here rather than with engine::ParsePrecision so the frontends do not need the engine
   // library to read a config file.
   static const std::pair<const char*, engine::Precision> kPrecisions[] = {
@@ -155,6 +183,51 @@ Server::Server(ServerConfig config, serving::ModelLoader loader, std::string ver
 
 Server::~Server() { Shutdown(); }
 
+void Server::StartDialog() {
+  if (!config_.dialog.enabled) return;
+#if HOTLINE_HAVE_DIALOG
+  const DialogServerConfig& dc = config_.dialog;
+  dialog::DialogConfig config = dialog::DialogConfig::Load(dc.config);
+  if (!dc.session_store.empty()) config.session_store = dc.session_store;
+  if (!dc.work_order_db.empty()) config.work_order_db = dc.work_order_db;
+  std::string taxonomy_file = dc.taxonomy;
+  if (taxonomy_file.empty()) {
+    for (const serving::ModelSpec& spec : repository_->Scan()) {
+      if (spec.name == config_.default_model) {
+        taxonomy_file = nlu::ModelConfig::Load(spec.dir).taxonomy_file;
+      }
+    }
+    if (taxonomy_file.empty()) {
+      throw Error("dialog: no taxonomy given (dialog.taxonomy) and the default model '" +
+                      config_.default_model + "' is not in the repository " +
+                      config_.model_repository,
+                  Code::kNotFound);
+    }
+  }
+  const nlu::Taxonomy taxonomy = nlu::Taxonomy::Load(taxonomy_file);
+  // SQLite creates the file, not its folder (var/ in a fresh checkout).
+  const std::filesystem::path db_dir = std::filesystem::path(config.work_order_db).parent_path();
+  if (!db_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(db_dir, ec);  // a failure surfaces when SQLite opens it
+  }
+  std::unique_ptr<dialog::DialogManager> manager = dialog::DialogManager::Create(config, taxonomy);
+  dialog_metrics_ = std::make_unique<DialogMetrics>(registry_);
+  dialog_ = CreateDialogService(service_.get(), std::move(manager), dialog_metrics_.get(), logger_,
+                                dc.workers);
+  if (logger_) {
+    // The store URL may carry a password (redis://:pw@host): log its scheme only.
+    logger_->Info("dialog_ready", {{"session_store",
+                                    config.session_store.substr(0, config.session_store.find(':'))},
+                                   {"work_order_db", config.work_order_db},
+                                   {"taxonomy", taxonomy_file}});
+  }
+#else
+  throw Error("the config has a dialog: section but this build has no dialog layer",
+              Code::kUnimplemented);
+#endif
+}
+
 void Server::SetHealth(bool serving) {
   if (!grpc_ || !grpc_->server) return;
   if (auto* health = grpc_->server->GetHealthCheckService()) {
@@ -169,8 +242,9 @@ Status Server::Start() {
   // gRPC: health and reflection are process-wide switches that must precede the builder.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  StartDialog();  // before the listeners: a call must never see a half-built dialog
   grpc_ = std::make_unique<GrpcParts>();
-  grpc_->hotline = std::make_unique<HotlineGrpcService>(service_.get());
+  grpc_->hotline = std::make_unique<HotlineGrpcService>(service_.get(), dialog_.get());
   grpc_->kserve = std::make_unique<KServeGrpcService>(service_.get(), version_);
   grpc::ServerBuilder builder;
   const std::string address = config_.host + ":" + std::to_string(config_.grpc_port);
@@ -200,7 +274,7 @@ void Server::StartHttp() {
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http_->set_payload_max_length(size_t(config_.max_message_bytes));
   http_->set_keep_alive_max_count(1000);
-  InstallHttpRoutes(*http_, *service_, registry_);
+  InstallHttpRoutes(*http_, *service_, registry_, dialog_.get());
   if (config_.http_port == 0) {
     http_port_ = http_->bind_to_any_port(config_.host);
   } else if (http_->bind_to_port(config_.host, config_.http_port)) {
@@ -231,7 +305,8 @@ void Server::Shutdown() {
     http_->stop();
     if (http_thread_.joinable()) http_thread_.join();
   }
-  service_->FinishShutdown();  // answers anything still queued, unloads
+  service_->FinishShutdown();        // answers anything still queued, unloads
+  if (dialog_) dialog_->Shutdown();  // finishes dialog steps already accepted
   if (logger_) logger_->Info("stopped", {});
 }
 

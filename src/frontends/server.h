@@ -1,6 +1,7 @@
 // `hotline serve`: the serving core behind gRPC (hotline.v1.Hotline, the KServe v2
 // GRPCInferenceService, grpc.health.v1.Health, server reflection) and HTTP (/v1/understand,
-// /metrics, /healthz, /readyz, /v2/health/*).
+// /metrics, /healthz, /readyz, /v2/health/*), plus the dialog (Converse, EndCall, GetWorkOrder;
+// /v1/converse, /v1/calls/{id}/end, /v1/work-orders/{id}) when the config has a dialog: section.
 //
 // Lifecycle: Start() binds both ports and serves liveness at once, loads and warms up the
 // startup models, then reports ready (health SERVING, /readyz 200). Shutdown() is graceful:
@@ -29,6 +30,21 @@ class Server;
 
 namespace hotline::frontends {
 
+class DialogService;
+struct DialogMetrics;
+
+// server.yaml's dialog: section. Present (even empty) turns the dialog on.
+struct DialogServerConfig {
+  bool enabled = false;
+  std::string config = "config/dialog.yaml";  // dialog::DialogConfig (prompts, policy, stores)
+  std::string session_store;  // overrides the dialog config's: "memory" or "redis://host:port[/db]"
+  std::string work_order_db;  // overrides the dialog config's SQLite path
+  // The taxonomy the dialog reads intents' kinds and required slots from; default: the default
+  // model's own (its model.yaml files.taxonomy), so the dialog and the model always agree.
+  std::string taxonomy;
+  int workers = 8;  // threads running dialog steps (session store and work-order I/O)
+};
+
 // config/server.yaml. Every key is optional; the defaults are what `make run` uses.
 struct ServerConfig {
   std::string host = "127.0.0.1";
@@ -49,6 +65,7 @@ struct ServerConfig {
   double shutdown_grace_s = 10;
   bool log_requests = true;
   serving::PipelineModelOptions pipeline;
+  DialogServerConfig dialog;
   // Throws hotline::Error naming the file and key.
   static ServerConfig Load(const std::string& path);
 };
@@ -60,8 +77,10 @@ class Server {
          serving::Logger* logger);
   ~Server();
 
-  // Throws hotline::Error(kUnavailable) when a port cannot be bound. Startup models that fail to
-  // load are logged and returned as the status; the server keeps running without them.
+  // Throws hotline::Error(kUnavailable) when a port cannot be bound or the dialog's session store
+  // or work-order database cannot be opened (and naming the file for a bad dialog config).
+  // Startup models that fail to load are logged and returned as the status; the server keeps
+  // running without them.
   Status Start();
   void Shutdown();
 
@@ -72,6 +91,7 @@ class Server {
 
  private:
   void StartHttp();
+  void StartDialog();
   void SetHealth(bool serving);
 
   ServerConfig config_;
@@ -81,6 +101,8 @@ class Server {
   serving::ServingMetrics metrics_{registry_};
   std::unique_ptr<serving::ModelRepository> repository_;
   std::unique_ptr<serving::Service> service_;
+  std::unique_ptr<DialogMetrics> dialog_metrics_;
+  std::unique_ptr<DialogService> dialog_;
   struct GrpcParts;
   std::unique_ptr<GrpcParts> grpc_;
   std::unique_ptr<httplib::Server> http_;

@@ -75,7 +75,7 @@ std::vector<CharSpan> ToCharSpans(const std::vector<TokenSpan>& spans,
     end = std::min(end, int(text.size()));
     while (start < end && trimmable(start)) ++start;
     while (end > start && trimmable(end - 1)) --end;
-    if (start >= end) continue;
+    if (end - start < kMinSpanChars) continue;
     out.push_back({s.type, start, end});
     prev_end = end;
   }

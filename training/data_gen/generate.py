@@ -21,6 +21,7 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import augment  # noqa: E402
+import autolabel  # noqa: E402
 import template  # noqa: E402
 from taxonomy import REPO_ROOT, Taxonomy  # noqa: E402
 
@@ -39,7 +40,7 @@ def split_rng(seed, intent, split):
     return random.Random(zlib.crc32(f"{seed}:{intent}:{split}".encode("utf-8")))
 
 
-def fill(templates, n, rng, kind, seen, max_tries_per_item=40):
+def fill(templates, n, rng, kind, seen, products=False, max_tries_per_item=40):
     """Up to n unique examples, cycling over templates in a shuffled order each round."""
     out = []
     if not templates:
@@ -50,9 +51,11 @@ def fill(templates, n, rng, kind, seen, max_tries_per_item=40):
         if not order:
             order = list(range(len(templates)))
             rng.shuffle(order)
-        _, nodes, _ = templates[order.pop()]
+        where, nodes, _ = templates[order.pop()]
         tries += 1
-        ex = augment.to_example(augment.augment(template.expand(nodes, rng), rng, kind))
+        segs = augment.augment(template.expand(nodes, rng), rng, kind)
+        ex = augment.to_example(autolabel.label_segments(segs, products))
+        ex["where"] = os.path.relpath(where, os.path.dirname(TEMPLATE_DIR))
         key = dedup_key(ex["text"])
         if not key or key in seen:
             continue
@@ -88,7 +91,8 @@ def generate(args):
                                 ("dev", heldout_dev, args.heldout_per_intent),
                                 ("train", tf.train, args.train_per_intent),
                                 ("calib", tf.train, args.calib_per_intent)):
-            exs = fill(temps, n, split_rng(args.seed, intent, split), kind, seen)
+            exs = fill(temps, n, split_rng(args.seed, intent, split), kind, seen,
+                       products=intent in autolabel.PRODUCT_INTENTS)
             for ex in exs:
                 ex["intent"] = intent
             splits[split].extend(exs)
@@ -105,6 +109,9 @@ def generate(args):
                 else:
                     rec = {"text": ex["text"], "intent": ex["intent"], "slots": ex["slots"]}
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        if args.trace:  # which template made each line (diagnosis only, never training input)
+            with open(os.path.join(args.out, f"{split}.trace"), "w", encoding="utf-8") as f:
+                f.writelines(ex["where"] + "\n" for ex in exs)
     print(f"{'intent':28s} {'tpl':>7s} {'train':>6s} {'dev':>4s} {'test':>4s} {'calib':>5s}")
     for intent, nt, nh, c in table:
         flag = "  <-- short" if c["train"] < args.train_per_intent or c["dev"] < args.heldout_per_intent \
@@ -120,9 +127,11 @@ def main(argv=None):
     ap.add_argument("--templates", default=TEMPLATE_DIR)
     ap.add_argument("--taxonomy", default=os.path.join(REPO_ROOT, "config", "taxonomy", "hotline.yaml"))
     ap.add_argument("--seed", type=int, default=12345)
-    ap.add_argument("--train-per-intent", type=int, default=230)
+    ap.add_argument("--train-per-intent", type=int, default=360)
     ap.add_argument("--heldout-per-intent", type=int, default=32)
     ap.add_argument("--calib-per-intent", type=int, default=22)
+    ap.add_argument("--trace", action="store_true",
+                    help="also write SPLIT.trace: the template (file:line) behind each line")
     args = ap.parse_args(argv)
     try:
         generate(args)

@@ -9,7 +9,9 @@ from lexicon import (CITY_DISTRICTS, ROAD_STEMS, COMPOUND_STEMS, COMPOUND_SUFFIX
                      SURNAMES, COMPOUND_SURNAMES, GIVEN_CHARS, ORG_STEMS, INDUSTRIES,
                      FACTORY_KINDS, SHOP_KINDS, RESTAURANT_KINDS, SCHOOL_STEMS, TRAINING_KINDS,
                      TAXI_ORGS, BANKS, BUILDERS_REAL, DEVELOPERS_REAL, PROPERTY_REAL, GYM_KINDS,
-                     LANDMARKS, ITEMS, ID_REGIONS, PLATE_PROVINCES)
+                     LANDMARKS, ITEMS, ID_REGIONS, PLATE_PROVINCES,
+                     PRODUCTS, FOODS, SHOP_CHAINS, RESTAURANT_CHAINS, GYM_CHAINS,
+                     TRAINING_CHAINS)
 
 DIGITS_ZH = "零一二三四五六七八九"
 
@@ -156,11 +158,15 @@ def id_number(rng):
 # ---------------------------------------------------------------- places
 
 ALL_DISTRICTS = [(c, d) for c, ds in CITY_DISTRICTS.items() for d in ds]
+_DISTRICT_SET = {d for _, d in ALL_DISTRICTS}
 
 
 def city_name(rng, city=None):
     city = city or pick(rng, list(CITY_DISTRICTS))
-    return city + ("市" if chance(rng, 0.4) and not city.endswith("州市") else "")
+    # 大理市 / 喀什市 are also county-level districts: the city is said without 市 there, so a
+    # string is never a district in one utterance and an unlabelled city in another.
+    add = chance(rng, 0.4) and not city.endswith("州市") and city + "市" not in _DISTRICT_SET
+    return city + ("市" if add else "")
 
 
 def district(rng):
@@ -341,14 +347,13 @@ def time_value(rng, variant=None):
     if variant == "recent":
         # Short, resolvable periods only; vague or habitual words (最近, 今年, 每天晚上) are not
         # labelled as time anywhere in the data.
-        return pick(rng, ["这两天", "这几天", "最近一周", "最近几天", "上个月", "这一周", "这几个月",
-                          "从上个月开始", "开春以来", "这个星期", "上周", "前几天", "上个礼拜",
-                          "这半个月", "去年"])
+        return pick(rng, ["这两天", "这几天", "前两天", "上个月", "这一周", "这个月", "上个月底",
+                          "这个星期", "上周", "前几天", "上个礼拜", "这半个月", "去年", "上礼拜"])
     if variant == "future":
         r = rng.random()
         if r < 0.5:
             return pick(rng, ["明天", "后天", "下周一", "下个星期三", "下个月", "月底", "下周", "年底",
-                              "这个周末", "明年", "过两天", "国庆以后"])
+                              "这个周末", "明年", "过两天", "国庆节"])
         part = pick(rng, ["上午", "下午", "早上", "晚上"])
         return pick(rng, ["明天", "后天", "下周二", "周五"]) + part + (_clock(rng, part) if chance(rng, 0.4) else "")
     if variant == "date":
@@ -374,14 +379,16 @@ def time_value(rng, variant=None):
 
 def company(rng):
     stem = pick(rng, ORG_STEMS)
-    if chance(rng, 0.2):
-        stem = pick(rng, list(CITY_DISTRICTS)) + stem
+    if chance(rng, 0.2):  # registered names carry the city, with or without 市
+        stem = pick(rng, list(CITY_DISTRICTS)) + ("市" if chance(rng, 0.35) else "") + stem
     return stem + pick(rng, INDUSTRIES) + pick(rng, ["有限公司", "有限公司", "有限责任公司", "公司", "集团",
                                                   "股份有限公司"])
 
 
 def shop(rng):
     r = rng.random()
+    if r < 0.15:
+        return pick(rng, SHOP_CHAINS)
     if r < 0.3:
         return pick(rng, SURNAMES) + pick(rng, ["记", "姐", "哥", "氏", "家"]) + pick(rng, SHOP_KINDS)
     return pick(rng, ORG_STEMS) + pick(rng, SHOP_KINDS)
@@ -389,6 +396,8 @@ def shop(rng):
 
 def restaurant(rng):
     r = rng.random()
+    if r < 0.15:
+        return pick(rng, RESTAURANT_CHAINS)
     if r < 0.4:
         return pick(rng, ["老", "小"]) + pick(rng, SURNAMES) + pick(rng, RESTAURANT_KINDS)
     if r < 0.6:
@@ -406,6 +415,8 @@ def school(rng):
 
 
 def training(rng):
+    if chance(rng, 0.15):
+        return pick(rng, TRAINING_CHAINS)
     return pick(rng, ORG_STEMS + SCHOOL_STEMS) + pick(rng, TRAINING_KINDS)
 
 
@@ -450,10 +461,15 @@ def taxi(rng):
 
 
 def gym(rng):
+    if chance(rng, 0.12):
+        return pick(rng, GYM_CHAINS)
     return pick(rng, ORG_STEMS + COMPOUND_STEMS) + pick(rng, GYM_KINDS)
 
 
 def factory(rng):
+    if chance(rng, 0.15):
+        return pick(rng, list(CITY_DISTRICTS)) + ("市" if chance(rng, 0.4) else "") + \
+            pick(rng, ORG_STEMS) + pick(rng, FACTORY_KINDS)
     return pick(rng, ORG_STEMS) + pick(rng, FACTORY_KINDS)
 
 
@@ -559,6 +575,20 @@ def order_id(rng):
 
 def item(rng):
     return pick(rng, ITEMS)
+
+
+_PRODUCT_SET, _FOOD_SET = set(PRODUCTS), set(FOODS)
+
+
+def widen_item(values, rng):
+    """An inline item list of products (or foods) only: half of the time a value of the whole
+    shared vocabulary instead, so templates do not teach a handful of words per intent."""
+    if chance(rng, 0.5):
+        if all(v in _PRODUCT_SET for v in values):
+            return pick(rng, PRODUCTS)
+        if all(v in _FOOD_SET for v in values):
+            return pick(rng, FOODS)
+    return pick(rng, values)
 
 
 def duration(rng):

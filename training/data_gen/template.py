@@ -158,7 +158,10 @@ def _expand_into(nodes, rng, out):
             out.extend(macro(node[1], rng))
         else:
             _, label, variant, values = node
-            value = pools.pick(rng, values) if values else slot_value(label, variant, rng)
+            if values and label == "item":
+                value = pools.widen_item(values, rng)
+            else:
+                value = pools.pick(rng, values) if values else slot_value(label, variant, rng)
             out.append((value, label))
 
 

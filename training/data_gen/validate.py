@@ -6,7 +6,11 @@
 Checks every line: valid JSON object; labelled files ({"text","intent","slots"}) have a known
 intent, known slot types, 0 <= start < end <= len(text) in code points, text[start:end] == value,
 no overlapping spans, spans that neither start nor end with whitespace, punctuation or the
-particles 的/在/了/吗/呢/吧; unlabelled files (calib.jsonl) hold {"text"} only. A file named
+particles 的/在/了/吗/呢/吧; no two time/address/organization… spans touching (one value is one span); a
+district ends with 区/县/市/旗/州; an address neither starts with 住/到/从/去/于/往 nor ends with a
+position word (那边, 附近, 门口…); every closed-class value (card/certificate/vaccine items,
+calendar time expressions: autolabel.py) outside a span is an error, so that held-out, challenge
+and train files label them one way; unlabelled files (calib.jsonl) hold {"text"} only. A file named
 train.jsonl must have at least --min-train utterances for every intent. Exits 1 on any problem,
 printing each (file:line: what was expected, what came).
 """
@@ -19,12 +23,22 @@ import unicodedata
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import autolabel  # noqa: E402
 from taxonomy import DEFAULT_PATH, Taxonomy  # noqa: E402
 
 PARTICLES = set("的在了吗呢吧")
 # Words that legitimately end or start with a particle character (网吧 is a shop, 的士 a taxi).
 EDGE_WORDS_END = ("网吧", "酒吧", "书吧", "水吧", "氧吧", "陶吧")
 EDGE_WORDS_START = ("的士", "的哥", "在线")
+
+
+# One value is one span: two touching spans of these types are one value cut in two (items and
+# names may be listed without a separator: 身份证社保卡).
+TOUCH_NEVER = ("time", "address", "district", "organization", "amount", "bus_line", "plate_number")
+DISTRICT_ENDS = tuple("区县市旗州")
+ADDRESS_BAD_START = tuple("住到从去于往")
+ADDRESS_BAD_END = ("那边", "这边", "附近", "旁边", "对面", "那里", "这里", "里面", "门口", "一带", "楼下",
+                   "楼上", "这块", "那块")
 
 
 def _bad_edge_char(ch):
@@ -74,11 +88,24 @@ def check_example(obj, tax, labelled):
             errs.append(f"{where}: {typ} span {val!r} starts with {val[0]!r}")
         if _bad_edge_char(val[-1]) and not val.endswith(EDGE_WORDS_END):
             errs.append(f"{where}: {typ} span {val!r} ends with {val[-1]!r}")
-        spans.append((st, en, k))
+        if typ == "district" and not val.endswith(DISTRICT_ENDS):
+            errs.append(f"{where}: district {val!r} does not end with one of {''.join(DISTRICT_ENDS)}")
+        if typ == "address" and val.startswith(ADDRESS_BAD_START):
+            errs.append(f"{where}: address {val!r} starts with the verb {val[0]!r}")
+        if typ == "address" and val.endswith(ADDRESS_BAD_END):
+            errs.append(f"{where}: address {val!r} ends with a position word")
+        spans.append((st, en, k, typ))
     spans.sort()
-    for (s1, e1, k1), (s2, e2, k2) in zip(spans, spans[1:]):
+    for (s1, e1, k1, t1), (s2, e2, k2, t2) in zip(spans, spans[1:]):
         if s2 < e1:
             errs.append(f"slots {k1} and {k2} overlap ({s1}..{e1} and {s2}..{e2})")
+        elif s2 == e1 and t1 == t2 and t1 in TOUCH_NEVER:
+            errs.append(f"slots {k1} and {k2} are both {t1} and touch at {e1}: expected one span "
+                        f"{text[s1:e2]!r}")
+    if not errs:
+        products = intent in autolabel.PRODUCT_INTENTS
+        for st, en, typ in autolabel.unlabelled(text, [(a, b, t) for a, b, _, t in spans], products):
+            errs.append(f"{text[st:en]!r} at {st}..{en} is a {typ} (autolabel.py) but not labelled")
     return errs
 
 

@@ -58,6 +58,9 @@ def workdir(tmp_path_factory):
         with open(data / f"{split}.jsonl", "w", encoding="utf-8") as f:
             for row in r:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    with open(data / "challenge.jsonl", "w", encoding="utf-8") as f:  # reported, never trained on
+        for row in r[:3]:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
     with open(data / "calib.jsonl", "w", encoding="utf-8") as f:
         for row in r:
             f.write(json.dumps({"text": row["text"] + "啊"}, ensure_ascii=False) + "\n")
@@ -135,13 +138,43 @@ def test_truncation_keeps_sep(encoder):
 
 def test_decode_spans_by_hand(tax):
     ti = tax.tag_index
-    offs = [(0, 0), (0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (0, 0)]
+    offs = [(0, 0), (0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (0, 0)]
     tags = [0, ti["B-district"], ti["I-district"], ti["I-address"], ti["I-address"], 0,
-            ti["I-time"], 0]
+            ti["I-time"], ti["I-time"], 0]
+    # An I- without its B- starts a span (district→address switch, time after O).
     assert common.decode_spans(tags, offs, tax.tags) == [
-        ("district", 0, 2), ("address", 2, 4), ("time", 5, 6)]
-    tags = [0, ti["B-phone"], ti["B-phone"], 0, 0, 0, 0, ti["I-phone"]]  # [SEP] ends spans
-    assert common.decode_spans(tags, offs, tax.tags) == [("phone", 0, 1), ("phone", 1, 2)]
+        ("district", 0, 2), ("address", 2, 4), ("time", 5, 7)]
+    tags = [0, ti["B-phone"], ti["I-phone"], ti["B-phone"], ti["I-phone"], 0, 0, 0,
+            ti["I-phone"]]  # [SEP] ends spans
+    assert common.decode_spans(tags, offs, tax.tags) == [("phone", 0, 2), ("phone", 2, 4)]
+
+
+def test_decode_spans_drops_single_characters(tax):
+    # 千恩万谢 with 万 tagged as a name: no slot value is one character long (MIN_SPAN_CHARS).
+    ti = tax.tag_index
+    offs = [(0, 0), (0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (0, 0)]
+    tags = [0, 0, 0, ti["B-person_name"], 0, ti["B-item"], ti["I-item"], 0]
+    assert common.MIN_SPAN_CHARS == 2
+    assert common.decode_spans(tags, offs, tax.tags) == [("item", 4, 6)]
+    tags = [0, ti["I-time"], ti["B-time"], ti["I-time"], 0, ti["B-item"], 0, 0]
+    assert common.decode_spans(tags, offs, tax.tags) == [("time", 1, 3)]
+
+
+def test_decode_spans_trims_like_the_cpp_pipeline(tax):
+    # Text "，朝阳区，" with the commas tagged: trimmed to 朝阳区 (bio.cc ToCharSpans); a span that
+    # is only punctuation plus one character is then too short and dropped.
+    ti = tax.tag_index
+    text = "，朝阳区，好！"
+    offs = [(0, 0)] + [(i, i + 1) for i in range(len(text))] + [(0, 0)]
+    tags = [0, ti["B-district"], ti["I-district"], ti["I-district"], ti["I-district"],
+            ti["I-district"], ti["B-time"], ti["I-time"], 0]
+    assert common.decode_spans(tags, offs, tax.tags, text) == [("district", 1, 4)]
+    assert common.decode_spans(tags, offs, tax.tags) == [("district", 0, 5), ("time", 5, 7)]
+    # Tokens that share characters (pieces of one decomposed character): cut to start after the
+    # previous span, so spans never overlap.
+    offs = [(0, 0), (0, 2), (1, 3), (2, 4), (0, 0)]
+    tags = [0, ti["B-item"], ti["B-time"], ti["I-time"], 0]
+    assert common.decode_spans(tags, offs, tax.tags, "abcd") == [("item", 0, 2), ("time", 2, 4)]
 
 
 def test_metrics_by_hand():
@@ -170,10 +203,11 @@ def test_augmentation_keeps_bio_well_formed(workdir, tax):
             assert len(ids) == len(tags) and ids[0] == ex["ids"][0] and ids[-1] == ex["ids"][-1]
             changed += ids != ex["ids"]
             pieces = train.span_pieces(ids, tags, tax)
-            # Same slot types in the same order, each value one of the training values.
+            # Same slot types in the same order, each value one of the training values of the
+            # same intent (an item such as 身份证 vs 社保卡 decides the intent).
             assert [p[2] for p in pieces] == [s[0] for s in ex["spans"]]
             for s, e, slot in pieces:
-                assert tuple(ids[s:e]) in pool[slot]
+                assert tuple(ids[s:e]) in pool[(ex["intent"], slot)]
                 assert tax.tags[tags[s]] == "B-" + slot
     assert changed > 0
 
@@ -203,6 +237,8 @@ def test_smoke_train_export_parity(workdir, tax):
                                    str(workdir / "vocab.txt"), "--data", str(workdir / "data"),
                                    "--out", str(out)])
     assert parity["n"] == len(LINES) and parity["max_abs_diff"] < 1e-3
+    assert r1["challenge"]["n"] == 3 and results["challenge"]["n"] == 3
+    assert "| challenge (hand-written, other voices) | 3 |" in (out / "README.md").read_text()
     assert parity["argmax_mismatches"] == 0
     for f in ("model.onnx", "vocab.txt", "labels.json", "model.yaml", "taxonomy.yaml",
               "README.md"):

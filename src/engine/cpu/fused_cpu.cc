@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "engine/cpu/cpu_isa.h"
@@ -52,17 +53,53 @@ void LayerNorm(const float* x, const float* residual, const float* gamma, const 
   }
 }
 
+void LayerNormS8(const float* x, const float* residual, const float* gamma, const float* beta,
+                 float eps, int rows, int hidden, float* y, int8_t* yq, float inv_scale) {
+  if (rows < 0 || hidden <= 0) {
+    throw Error("LayerNormS8: need rows >= 0 and hidden > 0, got rows=" + std::to_string(rows) +
+                " hidden=" + std::to_string(hidden));
+  }
+  if (rows == 0) return;
+  if (x == nullptr || gamma == nullptr || beta == nullptr || yq == nullptr) {
+    throw Error("LayerNormS8: null x, gamma, beta or yq");
+  }
+  const KernelTable& kt = Kernels();
+  const size_t h = static_cast<size_t>(hidden);
+#pragma omp parallel if (int64_t{rows} * hidden >= kMinParallelFloats)
+  {
+    // Without y, each thread normalises into a row of its own (grown once, then reused).
+    thread_local std::vector<float> own;
+    if (y == nullptr && own.size() < h) own.resize(h);
+#pragma omp for schedule(static)
+    for (int r = 0; r < rows; ++r) {
+      float* out = y != nullptr ? y + r * h : own.data();
+      kt.layer_norm_row(x + r * h, residual != nullptr ? residual + r * h : nullptr, gamma, beta,
+                        eps, hidden, out);
+      QuantizeS8(out, hidden, inv_scale, yq + r * h);
+    }
+  }
+}
+
 void EmbeddingLayerNorm(const int32_t* ids, const int32_t* type_ids, const int32_t* cu_seqlens,
                         int batch, const float* word, int vocab, const float* pos, int max_pos,
                         const float* type, int type_vocab, const float* gamma, const float* beta,
                         float eps, int hidden, float* y) {
+  EmbeddingLayerNormS8(ids, type_ids, cu_seqlens, batch, word, nullptr, nullptr, vocab, pos,
+                       max_pos, type, type_vocab, gamma, beta, eps, hidden, y, nullptr, 1.f);
+}
+
+void EmbeddingLayerNormS8(const int32_t* ids, const int32_t* type_ids, const int32_t* cu_seqlens,
+                          int batch, const float* word, const int8_t* word_q,
+                          const float* word_scale, int vocab, const float* pos, int max_pos,
+                          const float* type, int type_vocab, const float* gamma, const float* beta,
+                          float eps, int hidden, float* y, int8_t* yq, float inv_scale) {
   CheckCuSeqlens(cu_seqlens, batch, "EmbeddingLayerNorm");
   if (hidden <= 0) throw Error("EmbeddingLayerNorm: hidden must be > 0, got " + std::to_string(hidden));
   if (batch == 0) return;
   const int first = cu_seqlens[0], total = cu_seqlens[batch];
   if (total == first) return;
-  if (ids == nullptr || word == nullptr || pos == nullptr || type == nullptr ||
-      gamma == nullptr || beta == nullptr || y == nullptr) {
+  if (ids == nullptr || (word == nullptr && (word_q == nullptr || word_scale == nullptr)) ||
+      pos == nullptr || type == nullptr || gamma == nullptr || beta == nullptr || y == nullptr) {
     throw Error("EmbeddingLayerNorm: null input, table or output");
   }
   // Validate everything a request controls before any thread starts (no throwing inside OpenMP).
@@ -91,16 +128,28 @@ void EmbeddingLayerNorm(const int32_t* ids, const int32_t* type_ids, const int32
   }
   const KernelTable& kt = Kernels();
   const size_t h = static_cast<size_t>(hidden);
-#pragma omp parallel for schedule(static) if (int64_t{total - first} * hidden >= kMinParallelFloats)
-  for (int t = first; t < total; ++t) {
-    // The sequence holding t: the last b with cu_seqlens[b] <= t.
-    const int b = static_cast<int>(std::upper_bound(cu_seqlens, cu_seqlens + batch + 1, t) -
-                                   cu_seqlens) - 1;
-    const int p = t - cu_seqlens[b];
-    const int tt = type_ids != nullptr ? type_ids[t] : 0;
-    float* out = y + t * h;
-    kt.add3(word + ids[t] * h, pos + p * h, type + tt * h, hidden, out);
-    kt.layer_norm_row(out, nullptr, gamma, beta, eps, hidden, out);
+#pragma omp parallel if (int64_t{total - first} * hidden >= kMinParallelFloats)
+  {
+    thread_local std::vector<float> row;  // the dequantised word row (grown once, then reused)
+    if (word == nullptr && row.size() < h) row.resize(h);
+#pragma omp for schedule(static)
+    for (int t = first; t < total; ++t) {
+      // The sequence holding t: the last b with cu_seqlens[b] <= t.
+      const int b = static_cast<int>(std::upper_bound(cu_seqlens, cu_seqlens + batch + 1, t) -
+                                     cu_seqlens) - 1;
+      const int p = t - cu_seqlens[b];
+      const int tt = type_ids != nullptr ? type_ids[t] : 0;
+      float* out = y + t * h;
+      const float* w = word != nullptr ? word + ids[t] * h : row.data();
+      if (word == nullptr) {
+        const int8_t* q = word_q + size_t(ids[t]) * h;
+        const float s = word_scale[ids[t]];
+        for (size_t k = 0; k < h; ++k) row[k] = float(q[k]) * s;
+      }
+      kt.add3(w, pos + p * h, type + tt * h, hidden, out);
+      kt.layer_norm_row(out, nullptr, gamma, beta, eps, hidden, out);
+      if (yq != nullptr) QuantizeS8(out, hidden, inv_scale, yq + t * h);
+    }
   }
 }
 

@@ -375,6 +375,7 @@ const char* Gemm::TacticName(int tactic) {
     case kOnednnBf16: return "onednn_bf16";
     case kPackedF32: return "packed_f32";
     case kPackedBf16: return "packed_bf16";
+    case 5: return "onednn_s8";  // GemmS8 (gemm_s8_cpu.cc)
     default: break;
   }
   return "unknown";

@@ -37,7 +37,8 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
   void Run(const float* x, int M, float* y, const float* residual = nullptr) const;
   // Candidates available on this CPU for `precision` (stable numbers, recorded in plans):
-  // 1 onednn_f32, 2 onednn_bf16 (AVX-512 CPUs), 3 packed_f32, 4 packed_bf16 (our kernels).
+  // 1 onednn_f32, 2 onednn_bf16 (AVX-512 CPUs), 3 packed_f32, 4 packed_bf16 (our kernels);
+  // 5 onednn_s8 is GemmS8's (TacticName knows it).
   static std::vector<int> Tactics(GemmPrecision precision);
   static const char* TacticName(int tactic);  // "onednn_f32", ...; "unknown" otherwise
   int K() const;
@@ -72,5 +73,55 @@ void Attention(const float* qkv, const int32_t* cu_seqlens, int batch, int heads
 
 // Elementwise helpers for the generic (unfused) path.
 void Gelu(const float* x, int64_t n, float* y);
+
+// ---- INT8 (symmetric, per-tensor activations, per-output-channel weights; see engine/quant.h) --
+
+// y[i] = clamp(round_half_even(x[i] * inv_scale), -127, 127).
+void QuantizeS8(const float* x, int64_t n, float inv_scale, int8_t* y);
+
+// The largest |weight| code GemmS8 accepts on this CPU: 127 where the CPU has VNNI (vpdpbusd
+// accumulates u8·s8 products in int32), 63 elsewhere, where oneDNN's int8 GEMM uses vpmaddubsw,
+// whose int16 sum of two u8·s8 products saturates unless 255·|w|·2 <= 32767.
+int S8WeightQmax();
+
+// Y[M,N] = act((X_q · W_q) * x_scale * w_scale[n] + bias[n]) (+ residual), X_q s8 [M,K] row-major
+// (x ≈ X_q * x_scale), W_q s8 [K,N] row-major (W[:,n] ≈ W_q[:,n] * w_scale[n], |W_q| <= 
+// S8WeightQmax()), int32 accumulation, scales folded into the output scales (no dynamic scale
+// computation). Output fp32, or, when out_scale > 0, s8: Y_q = clamp(round(Y / out_scale), ±127)
+// (the quantisation of the next GEMM's input fused into this one; no residual then).
+// Weights are prepared at construction; Run is thread-safe for different outputs; residual may
+// alias y. Tactics: 5 onednn_s8.
+class GemmS8 {
+ public:
+  GemmS8(const int8_t* weight_kn, int K, int N, const float* w_scale, float x_scale,
+         const float* bias, Epilogue epilogue, float out_scale = 0.f, int tactic = 0);
+  ~GemmS8();
+  GemmS8(const GemmS8&) = delete;
+  GemmS8& operator=(const GemmS8&) = delete;
+  void Run(const int8_t* x, int M, void* y, const float* residual = nullptr) const;
+  static std::vector<int> Tactics();
+  int K() const;
+  int N() const;
+  int tactic() const;
+  bool s8_output() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// LayerNorm as above that also writes yq = QuantizeS8(y, inv_scale) row by row (the row is still
+// in L1): the fused producer of a quantised GEMM input. y may be null (only the s8 copy needed).
+void LayerNormS8(const float* x, const float* residual, const float* gamma, const float* beta,
+                 float eps, int rows, int hidden, float* y, int8_t* yq, float inv_scale);
+
+// EmbeddingLayerNorm with an s8 word table with per-row scales (word[r] ≈ word_q[r] *
+// word_scale[r]; the gather dequantises), and an optional s8 copy of the output (yq, inv_scale;
+// yq null = none). word_q may instead be null with word (fp32) set.
+void EmbeddingLayerNormS8(const int32_t* ids, const int32_t* type_ids, const int32_t* cu_seqlens,
+                          int batch, const float* word, const int8_t* word_q,
+                          const float* word_scale, int vocab, const float* pos, int max_pos,
+                          const float* type, int type_vocab, const float* gamma, const float* beta,
+                          float eps, int hidden, float* y, int8_t* yq, float inv_scale);
 
 }  // namespace hotline::engine::cpu

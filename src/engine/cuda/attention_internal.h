@@ -1,4 +1,5 @@
-// Internal to attention*.cu: launchers of the tensor-core path (attention_wmma.cu).
+// Internal to attention*.cu: launchers of the tensor-core paths (attention_wmma.cu,
+// attention_mma.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,5 +19,10 @@ void AllowDynamicSmem(const void* kernel, int bytes);
 bool LaunchAttentionWmma(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch,
                          int max_seqlen, int heads, int head_dim, float scale, void* ctx,
                          cudaStream_t stream);
+
+// Variant 1 (attention_mma.cu): mma.sync with register accumulators; same contract.
+bool LaunchAttentionMma(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch,
+                        int max_seqlen, int heads, int head_dim, float scale, void* ctx,
+                        cudaStream_t stream);
 
 }  // namespace hotline::engine::cuda::detail

@@ -1,25 +1,36 @@
 // The engine's Backend for CUDA (CreateCudaBackend, used by backend.cc's registry).
 //
-// The plan executor keeps one FP32 buffer per value, so this backend offers the fused encoder ops
-// in FP32 (cuBLASLt FP32 GEMMs without TF32, our FP32 kernels): Dense, DenseLayerNorm, LayerNorm,
-// EmbedLayerNorm, Attention, FirstToken, Gelu, Tanh, Identity. Other ops and FP16/BF16 plans are
-// refused by SupportsOp (the runtime then names the op); the FP16/BF16 fast path is the
-// whole-encoder runner CudaEncoder (encoder.h), which the runtime is to hand fused BERT graphs to
-// (README.md). All launches go to the legacy default stream, so work from several contexts is
-// ordered on the device and one cuBLASLt workspace serves them (calls into it are serialised).
+// Two paths:
+// - PrepareGraph: a fused plan that is exactly the BERT joint encoder (encoder_graph.h) runs as
+//   one CudaEncoder (encoder.h): FP32/FP16/BF16 activations end to end, CUDA graphs per token
+//   bucket, one stream per context. This is the only path for FP16/BF16 plans; a graph that does
+//   not match is refused at those precisions, naming why.
+// - Node by node (FP32 only; the plan executor keeps one FP32 buffer per value): Dense,
+//   DenseLayerNorm, LayerNorm, EmbedLayerNorm, Attention, FirstToken, Gelu, Tanh, Identity with
+//   cuBLASLt FP32 GEMMs (no TF32) and our FP32 kernels, on the legacy default stream, so work from
+//   several contexts is ordered on the device and one cuBLASLt workspace serves them.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <unistd.h>
+
 #include <climits>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "base/error.h"
 #include "engine/backend.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/encoder.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
+#include "engine/encoder_graph.h"
+#include "engine/fused_attrs.h"
 
 namespace hotline::engine {
 namespace {
@@ -73,24 +84,20 @@ std::unique_ptr<cuda::Gemm> MakeGemm(const Graph& g, const Node& n, Shared* sh) 
   }
   const int K = int(w->shape[0]), N = int(w->shape[1]);
   std::vector<float> bias = ConstF32(g, n, 2, N);
-  const std::string epi = n.s("epilogue", "none");
-  if (epi != "none" && epi != "gelu" && epi != "tanh") {
-    throw Error(n.Describe() + ": unknown epilogue '" + epi + "' (none, gelu, tanh)",
-                Code::kUnimplemented);
-  }
-  const cuda::GemmEpilogue e = epi == "gelu"   ? cuda::GemmEpilogue::kBiasGelu
-                               : epi == "tanh" ? cuda::GemmEpilogue::kBiasTanh
-                               : bias.empty()  ? cuda::GemmEpilogue::kNone
-                                               : cuda::GemmEpilogue::kBias;
+  const FusedOpAttrs a = FusedOpAttrs::From(n);
+  const cuda::GemmEpilogue e = a.epilogue == FusedEpilogue::kGelu   ? cuda::GemmEpilogue::kBiasGelu
+                               : a.epilogue == FusedEpilogue::kTanh ? cuda::GemmEpilogue::kBiasTanh
+                               : bias.empty()                       ? cuda::GemmEpilogue::kNone
+                                                                    : cuda::GemmEpilogue::kBias;
   return std::make_unique<cuda::Gemm>(w->f.data(), K, N, bias.empty() ? nullptr : bias.data(), e,
-                                      DType::kF32, &sh->cache, n.i("tactic", 2) != 1);
+                                      DType::kF32, &sh->cache, a.tactic != 1);
 }
 
 class DenseOp : public PreparedOp {
  public:
   DenseOp(const Graph& g, const Node& n, const OpShapes& s, Shared* sh, bool layer_norm)
       : s_(s), sh_(sh), gemm_(MakeGemm(g, n, sh)), ln_(layer_norm),
-        eps_(n.f("epsilon", 1e-12f)) {
+        eps_(FusedOpAttrs::From(n).eps) {
     if (ln_) {
       gamma_ = std::make_unique<DeviceF32>(ConstF32(g, n, 4, gemm_->N()));
       beta_ = std::make_unique<DeviceF32>(ConstF32(g, n, 5, gemm_->N()));
@@ -122,7 +129,7 @@ class DenseOp : public PreparedOp {
 class LayerNormOp : public PreparedOp {
  public:
   LayerNormOp(const Graph& g, const Node& n, const OpShapes& s)
-      : s_(s), hidden_(int(s.out_inner[0])), eps_(n.f("epsilon", 1e-12f)),
+      : s_(s), hidden_(int(s.out_inner[0])), eps_(FusedOpAttrs::From(n).eps),
         gamma_(ConstF32(g, n, 1, hidden_)), beta_(ConstF32(g, n, 2, hidden_)) {
     if (!gamma_.get() || !beta_.get()) throw Error(n.Describe() + ": gamma/beta missing");
   }
@@ -141,7 +148,7 @@ class LayerNormOp : public PreparedOp {
 
 class EmbedLayerNormOp : public PreparedOp {
  public:
-  EmbedLayerNormOp(const Graph& g, const Node& n) : eps_(n.f("epsilon", 1e-12f)) {
+  EmbedLayerNormOp(const Graph& g, const Node& n) : eps_(FusedOpAttrs::From(n).eps) {
     const HTensor* word = g.Const(n.inputs[2]);
     const HTensor* pos = g.Const(n.inputs[3]);
     if (!word || !pos || word->shape.size() != 2 || pos->shape.size() != 2 ||
@@ -179,10 +186,19 @@ class EmbedLayerNormOp : public PreparedOp {
 
 class AttentionOp : public PreparedOp {
  public:
-  explicit AttentionOp(const Node& n)
-      : heads_(int(n.i("heads", 0))), head_dim_(int(n.i("head_dim", 0))),
-        scale_(n.f("scale", 1.f)) {
-    if (heads_ <= 0 || head_dim_ <= 0) throw Error(n.Describe() + ": heads/head_dim missing");
+  explicit AttentionOp(const Node& n, const OpShapes& s) {
+    const FusedOpAttrs a = FusedOpAttrs::From(n);
+    heads_ = a.heads;
+    head_dim_ = a.head_dim;
+    scale_ = a.scale;
+    if (!s.in_inner.empty() && s.in_inner[0] != 3 * int64_t(a.hidden())) {
+      throw Error(n.Describe() + ": input rows hold " + std::to_string(s.in_inner[0]) +
+                  " values, expected 3 x heads x head_dim = " + std::to_string(3 * a.hidden()));
+    }
+    if (head_dim_ > 256) {
+      throw Error(n.Describe() + ": head_dim " + std::to_string(head_dim_) +
+                  " exceeds the CUDA attention kernels' 256", Code::kUnimplemented);
+    }
   }
   void Run(const LaunchArgs& a) const override {
     cuda::Attention(DType::kF32, a.in[0], a.cu_seqlens, a.batch, a.max_seqlen, heads_, head_dim_,
@@ -229,6 +245,190 @@ class UnaryOp : public PreparedOp {
   std::string op_;
   int64_t inner_;
 };
+
+
+// ---- the whole-encoder path ----
+
+std::vector<float> Host(const HTensor* t) { return t ? t->f : std::vector<float>(); }
+
+std::string TempPath(const char* what) {
+  char buf[] = "/tmp/hotline-XXXXXX";
+  const int fd = mkstemp(buf);
+  if (fd < 0) throw Error(std::string("cannot create a temporary file for ") + what);
+  close(fd);
+  return buf;
+}
+
+// Runs a packed batch through one CudaEncoderContext and lays out the plan's two outputs.
+class EncoderRunnerContext : public GraphRunnerContext {
+ public:
+  EncoderRunnerContext(std::unique_ptr<cuda::CudaEncoderContext> ctx, std::vector<OutputInfo> outs,
+                       int intent_k, int slot_k)
+      : ctx_(std::move(ctx)), outs_(std::move(outs)), intent_k_(intent_k), slot_k_(slot_k) {}
+
+  void Run(const PackedBatch& b, std::vector<Output>* outputs) override {
+    ctx_->Run(b.input_ids.data(), b.token_type_ids.empty() ? nullptr : b.token_type_ids.data(),
+              b.cu_seqlens.data(), b.batch(), &eo_);
+    outputs->resize(outs_.size());
+    Output& in = (*outputs)[intent_k_];
+    in.name = outs_[intent_k_].name;
+    in.kind = Output::Kind::kPerSequence;
+    in.shape = {int64_t(b.batch()), outs_[intent_k_].inner_shape[0]};
+    in.data.assign(eo_.intent_logits.begin(), eo_.intent_logits.end());
+    Output& sl = (*outputs)[slot_k_];
+    sl.name = outs_[slot_k_].name;
+    sl.kind = Output::Kind::kPerToken;
+    sl.shape = {int64_t(b.total_tokens()), outs_[slot_k_].inner_shape[0]};
+    sl.data.assign(eo_.slot_logits.begin(), eo_.slot_logits.end());
+  }
+
+ private:
+  std::unique_ptr<cuda::CudaEncoderContext> ctx_;
+  std::vector<OutputInfo> outs_;
+  int intent_k_, slot_k_;
+  cuda::EncoderOutputs eo_;
+};
+
+class EncoderRunner : public GraphRunner {
+ public:
+  EncoderRunner(std::shared_ptr<cuda::CudaEncoder> enc, std::vector<OutputInfo> outs, int intent_k,
+                int slot_k, std::string describe)
+      : enc_(std::move(enc)), outs_(std::move(outs)), intent_k_(intent_k), slot_k_(slot_k),
+        describe_(std::move(describe)) {}
+
+  std::unique_ptr<GraphRunnerContext> CreateContext() const override {
+    return std::make_unique<EncoderRunnerContext>(enc_->CreateContext(), outs_, intent_k_,
+                                                  slot_k_);
+  }
+  void Warmup(const std::vector<std::pair<int, int>>& shapes) override {
+    const auto& o = enc_->options();
+    std::vector<std::pair<int, int>> ok;
+    for (auto [b, s] : shapes) {
+      b = std::max(1, std::min(b, o.max_batch));
+      s = std::max(1, std::min(s, o.max_seq));
+      const int max_tokens = o.max_tokens ? o.max_tokens : o.max_batch * o.max_seq;
+      if (int64_t(b) * s > max_tokens) b = std::max(1, max_tokens / s);
+      ok.push_back({b, s});
+    }
+    enc_->CreateContext()->Warmup(ok);  // GEMM choices stay in the encoder's shared cache
+  }
+  std::string TuningRecord() const override {
+    if (enc_->tuning_cache().size() == 0) return "";
+    const std::string path = TempPath("the GEMM tuning record");
+    enc_->tuning_cache().Save(path);
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::remove(path.c_str());
+    return ss.str();
+  }
+  std::string Describe() const override { return describe_; }
+
+ private:
+  std::shared_ptr<cuda::CudaEncoder> enc_;
+  std::vector<OutputInfo> outs_;
+  int intent_k_, slot_k_;
+  std::string describe_;
+};
+
+cuda::EncoderConfig ConfigOf(const BertEncoderGraph& m) {
+  cuda::EncoderConfig c;
+  c.layers = m.layers;
+  c.hidden = m.hidden;
+  c.heads = m.heads;
+  c.intermediate = m.intermediate;
+  c.vocab = m.vocab;
+  c.max_pos = m.max_pos;
+  c.type_vocab = m.type ? m.type_vocab : 1;
+  c.n_intents = m.n_intents;
+  c.n_slots = m.n_slots;
+  c.pooler = m.pooler;
+  c.eps = m.eps;
+  return c;
+}
+
+// Why the encoder runner cannot take a matched graph ("" when it can).
+std::string EncoderUnsupported(const BertEncoderGraph& m) {
+  const cuda::EncoderConfig c = ConfigOf(m);
+  try {
+    c.Check();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  const float want_scale = 1.f / std::sqrt(float(c.head_dim()));
+  if (std::fabs(m.scale - want_scale) > 1e-4f * want_scale) {
+    return "attention scale " + std::to_string(m.scale) + " is not 1/sqrt(head_dim) = " +
+           std::to_string(want_scale);
+  }
+  if (c.head_dim() > 256) return "head size " + std::to_string(c.head_dim()) + " exceeds 256";
+  return "";
+}
+
+std::unique_ptr<GraphRunner> MakeEncoderRunner(const BertEncoderGraph& m, const PlanInfo& info,
+                                               const GraphOptions& opt) {
+  const cuda::EncoderConfig c = ConfigOf(m);
+  cuda::EncoderWeights w;
+  w.word = Host(m.word);
+  w.pos = Host(m.pos);
+  w.type = m.type ? Host(m.type) : std::vector<float>(size_t(c.hidden), 0.f);
+  w.emb_gamma = Host(m.emb_gamma);
+  w.emb_beta = Host(m.emb_beta);
+  for (const auto& L : m.layer) {
+    cuda::EncoderWeights::Layer d;
+    d.qkv_w = Host(L.qkv_w);
+    d.qkv_b = Host(L.qkv_b);
+    d.out_w = Host(L.out_w);
+    d.out_b = Host(L.out_b);
+    d.ln1_gamma = Host(L.ln1_gamma);
+    d.ln1_beta = Host(L.ln1_beta);
+    d.ff1_w = Host(L.ff1_w);
+    d.ff1_b = Host(L.ff1_b);
+    d.ff2_w = Host(L.ff2_w);
+    d.ff2_b = Host(L.ff2_b);
+    d.ln2_gamma = Host(L.ln2_gamma);
+    d.ln2_beta = Host(L.ln2_beta);
+    w.layers.push_back(std::move(d));
+  }
+  w.pooler_w = Host(m.pooler_w);
+  w.pooler_b = Host(m.pooler_b);
+  w.intent_w = Host(m.intent_w);
+  w.intent_b = Host(m.intent_b);
+  w.slot_w = Host(m.slot_w);
+  w.slot_b = Host(m.slot_b);
+
+  cuda::EncoderOptions o;
+  o.dtype = info.precision == Precision::kFP16   ? DType::kF16
+            : info.precision == Precision::kBF16 ? DType::kBF16
+                                                 : DType::kF32;
+  o.max_batch = info.profile.max_batch;
+  o.max_seq = info.profile.max_seq;
+  o.max_tokens = info.profile.max_batch * info.profile.max_seq;
+  o.tune = opt.tune;
+  o.timing_cache = opt.timing_cache;
+  o.device = opt.device;
+  auto enc = cuda::CudaEncoder::Create(c, w, o);
+  w = cuda::EncoderWeights();  // host copies are not needed any more
+  if (!opt.tuning.empty()) {  // the plan's recorded choices: no timing for those shapes
+    const std::string path = TempPath("the plan's GEMM tuning record");
+    { std::ofstream(path) << opt.tuning; }
+    enc->tuning_cache().Load(path);
+    std::remove(path.c_str());
+  }
+  const std::string describe =
+      "cuda encoder " + std::string(PrecisionName(info.precision)) + ": " +
+      std::to_string(c.layers) + " layers, hidden " + std::to_string(c.hidden) + ", heads " +
+      std::to_string(c.heads) + ", ffn " + std::to_string(c.intermediate) +
+      (c.pooler ? ", pooler" : "") + ", GPU " + std::to_string(opt.device) + ", weights " +
+      std::to_string(enc->weight_bytes() >> 20) + " MiB";
+  return std::make_unique<EncoderRunner>(std::move(enc), info.outputs, m.intent_output,
+                                         m.slot_output, describe);
+}
+
+// Memoised TimeGemm results in a GemmTuningCache file (key "timegemm <tactic> MxKxN dtype").
+std::string TimeKey(int tactic, int M, int K, int N, DType dt) {
+  return "timegemm " + std::to_string(tactic) + " " + std::to_string(M) + "x" + std::to_string(K) +
+         "x" + std::to_string(N) + " " + cuda::DTypeName(dt) + " bias";
+}
 
 class CudaBackend : public Backend {
  public:
@@ -283,13 +483,20 @@ class CudaBackend : public Backend {
     return p;
   }
   void Free(void* p) override { cudaFree(p); }
+  // The executor starts every run with a copy: selecting the device there makes the ops that
+  // follow on this thread launch on this backend's GPU (engines with several devices).
   void CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   }
   void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
-  void Synchronize() override { CUDA_CHECK(cudaDeviceSynchronize()); }
+  void Synchronize() override {
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
 
   std::unique_ptr<PreparedOp> Prepare(const Node& n, const Graph& g, const OpShapes& s,
                                       Precision p) override {
@@ -304,9 +511,36 @@ class CudaBackend : public Backend {
     if (n.op == "DenseLayerNorm") return std::make_unique<DenseOp>(g, n, s, &shared_, true);
     if (n.op == "LayerNorm") return std::make_unique<LayerNormOp>(g, n, s);
     if (n.op == "EmbedLayerNorm") return std::make_unique<EmbedLayerNormOp>(g, n);
-    if (n.op == "Attention") return std::make_unique<AttentionOp>(n);
-    if (n.op == "FirstToken") return std::make_unique<FirstTokenOp>(s);
+    if (n.op == "Attention") return std::make_unique<AttentionOp>(n, s);
+    if (n.op == "FirstToken") {
+      FusedOpAttrs::From(n);
+      return std::make_unique<FirstTokenOp>(s);
+    }
     return std::make_unique<UnaryOp>(n, s);
+  }
+
+  std::unique_ptr<GraphRunner> PrepareGraph(const Graph& g, const PlanInfo& info,
+                                            const GraphOptions& opt) override {
+    BertEncoderGraph m;
+    std::string why = MatchBertEncoder(g, info, &m);
+    if (why.empty()) why = EncoderUnsupported(m);
+    if (!why.empty()) {
+      if (info.precision == Precision::kFP32) return nullptr;  // node by node
+      throw Error("backend cuda runs " + std::string(PrecisionName(info.precision)) +
+                      " plans only as a whole BERT encoder, and cannot run this graph so: " + why +
+                      " (build it at fp32, or on the cpu backend)", Code::kUnimplemented);
+    }
+    GraphOptions o = opt;
+    o.device = device_;
+    return MakeEncoderRunner(m, info, o);
+  }
+
+  void UseTimingCache(const std::string& path) override {
+    timing_cache_ = path;
+    if (!path.empty()) {
+      CUDA_CHECK(cudaSetDevice(device_));
+      time_cache_.Load(path);  // a file of another GPU or library version is ignored
+    }
   }
 
   // 1: cuBLASLt's heuristic choice; 2: the fastest of its candidates and split-K variants.
@@ -325,6 +559,9 @@ class CudaBackend : public Backend {
     const cuda::DType dt = p == Precision::kFP16   ? cuda::DType::kF16
                            : p == Precision::kBF16 ? cuda::DType::kBF16
                                                    : cuda::DType::kF32;
+    const std::string key = TimeKey(tactic, M, K, N, dt);
+    cuda::GemmTuningCache::Entry hit;
+    if (time_cache_.Find(key, &hit) && hit.ms > 0) return hit.ms;  // timed before on this GPU
     std::vector<float> w(size_t(K) * N, 0.01f), b(N, 0.f);
     cuda::GemmTuningCache cache;
     cuda::Gemm g(w.data(), K, N, b.data(), cuda::GemmEpilogue::kBias, dt, &cache, tactic == 2);
@@ -357,12 +594,21 @@ class CudaBackend : public Backend {
     }
     cudaFree(x);
     cudaFree(y);
+    if (best > 0) {
+      cuda::GemmTuningCache::Entry e{};
+      e.ms = float(best);
+      e.candidates = 1;
+      time_cache_.Put(key, e);
+      if (!timing_cache_.empty()) time_cache_.Save(timing_cache_);
+    }
     return best;
   }
 
  private:
   int device_;
   cudaDeviceProp props_{};
+  std::string timing_cache_;          // UseTimingCache's file ("" none)
+  cuda::GemmTuningCache time_cache_;  // TimeGemm results, loaded from / saved to that file
   Shared shared_;  // outlives no op: ops are destroyed before their engine's backend
 };
 

@@ -52,6 +52,58 @@ __device__ __forceinline__ float BlockSum(float v, float* red) {
   return WarpSum(s);
 }
 
+// Programmatic dependent launch (KernelVariants::pdl). Kernels launched through LaunchKernel call
+// PdlWaitThenTrigger() before touching global memory: it waits until the preceding kernel has
+// completed and its writes are visible (a no-op when launched without the attribute or on
+// GPUs before sm_90), then lets the next kernel be scheduled early.
+__device__ __forceinline__ void PdlWaitThenTrigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+bool PdlActive();  // variant on and device sm_90+ (elementwise.cu)
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialisation when
+// PdlActive() and `stream` is not the legacy default stream. Returns the launch's error (callers CUDA_CHECK it).
+template <typename... KArgs, typename... Args>
+cudaError_t LaunchKernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                         cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  // Not on the legacy default stream (tests, one-off calls): only on streams we created. While
+  // capturing a graph, only after kernel nodes (a programmatic edge may only join two kernels).
+  bool pdl = stream != nullptr && PdlActive();
+  if (pdl) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t* deps = nullptr;
+    const cudaGraphEdgeData* edges = nullptr;
+    size_t n = 0;
+    if (cudaStreamGetCaptureInfo(stream, &st, nullptr, nullptr, &deps, &edges, &n) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      pdl = false;
+    } else if (st == cudaStreamCaptureStatusActive) {
+      pdl = n > 0;
+      for (size_t i = 0; i < n && pdl; ++i) {
+        cudaGraphNodeType type;
+        pdl = cudaGraphNodeGetType(deps[i], &type) == cudaSuccess &&
+              type == cudaGraphNodeTypeKernel;
+      }
+    }
+  }
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
 inline unsigned GridFor(int64_t n, int threads, int64_t cap = 65535LL * 16) {
   int64_t g = (n + threads - 1) / threads;
   if (g > cap) g = cap;

@@ -1,4 +1,7 @@
 // Conversions, activations, [CLS] gather and the classifier heads' softmax/argmax.
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <string>
 
 #include "base/error.h"
@@ -10,6 +13,64 @@ namespace hotline::engine::cuda {
 size_t DTypeSize(DType t) { return t == DType::kF32 ? 4 : 2; }
 const char* DTypeName(DType t) {
   return t == DType::kF32 ? "fp32" : t == DType::kF16 ? "fp16" : "bf16";
+}
+
+namespace {
+std::mutex g_variants_mu;
+bool g_variants_init = false;
+KernelVariants g_variants;
+
+void InitVariantsLocked() {
+  if (g_variants_init) return;
+  g_variants_init = true;
+  const char* env = std::getenv("HOTLINE_CUDA_KERNELS");
+  if (!env) return;
+  // "ln=0,attn=1": unknown keys are ignored (this is a measurement switch, not a contract).
+  std::string s(env);
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) {
+      const std::string k = item.substr(0, eq);
+      const int v = std::atoi(item.c_str() + eq + 1);
+      if (k == "ln") g_variants.layernorm = v;
+      if (k == "attn") g_variants.attention = v;
+      if (k == "pdl") g_variants.pdl = v;
+    }
+    pos = end + 1;
+  }
+}
+}  // namespace
+
+KernelVariants GetKernelVariants() {
+  std::lock_guard<std::mutex> lock(g_variants_mu);
+  InitVariantsLocked();
+  return g_variants;
+}
+
+void SetKernelVariants(const KernelVariants& v) {
+  std::lock_guard<std::mutex> lock(g_variants_mu);
+  g_variants_init = true;
+  g_variants = v;
+}
+
+bool PdlActive() {
+  if (GetKernelVariants().pdl != 1) return false;
+  static std::mutex mu;
+  static int cc_of[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!cc_of[dev]) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    cc_of[dev] = major * 10 + minor;
+  }
+  return cc_of[dev] >= 90;
 }
 
 int CheckPackedBatch(const int32_t* cu, int batch, int max_batch, int max_seqlen) {

@@ -47,6 +47,10 @@ std::string Describe(const cublasLtMatmulAlgo_t& algo) {
          std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
 }
 
+std::string SmallDesc(int splits, bool fused) {
+  return std::string(fused ? "small_splitk_fused " : "small_splitk ") + std::to_string(splits);
+}
+
 }  // namespace
 
 const char* GemmEpilogueName(GemmEpilogue e) {
@@ -60,18 +64,77 @@ const char* GemmEpilogueName(GemmEpilogue e) {
   return "?";
 }
 
+float TimeInGraph(const std::function<bool(cudaStream_t)>& enqueue, int iters, int reps) {
+  cudaStream_t ts = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&ts, cudaStreamNonBlocking));
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  float ms = -1.f;
+  auto cleanup = [&] {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaStreamSynchronize(ts);
+    cudaStreamDestroy(ts);
+  };
+  auto safe = [&](cudaStream_t st) {
+    try {
+      return enqueue(st);
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  try {
+    bool ok = true;
+    for (int w = 0; w < 2 && ok; ++w) ok = safe(ts);
+    ok = ok && cudaStreamSynchronize(ts) == cudaSuccess;
+    if (ok && cudaStreamBeginCapture(ts, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+      for (int i = 0; i < iters && ok; ++i) ok = safe(ts);
+      const cudaError_t end = cudaStreamEndCapture(ts, &graph);
+      ok = ok && end == cudaSuccess && graph &&
+           cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+      if (ok) ok = cudaGraphLaunch(exec, ts) == cudaSuccess &&
+                   cudaStreamSynchronize(ts) == cudaSuccess;
+      if (ok) {
+        CUDA_CHECK(cudaEventCreate(&e0));
+        CUDA_CHECK(cudaEventCreate(&e1));
+        CUDA_CHECK(cudaEventRecord(e0, ts));
+        for (int r = 0; r < reps; ++r) CUDA_CHECK(cudaGraphLaunch(exec, ts));
+        CUDA_CHECK(cudaEventRecord(e1, ts));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float total = 0.f;
+        CUDA_CHECK(cudaEventElapsedTime(&total, e0, e1));
+        ms = total / float(reps * iters);
+      }
+    }
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  cleanup();
+  // A candidate that cannot run or be captured leaves a non-sticky error behind: clear it.
+  if (ms < 0) cudaGetLastError();
+  return ms;
+}
+
 LtWorkspace::LtWorkspace(size_t bytes) : bytes_(bytes) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
-  if (bytes_) {
-    const cudaError_t err = cudaMalloc(&workspace_, bytes_);
-    if (err != cudaSuccess) {
-      cublasLtDestroy(handle_);
-      CUDA_CHECK(err);
-    }
+  cudaError_t err = cudaSuccess;
+  if (bytes_) err = cudaMalloc(&workspace_, bytes_);
+  if (err == cudaSuccess) err = cudaMalloc(&counters_, kSmallGemmMaxTiles * sizeof(int));
+  if (err == cudaSuccess) err = cudaMemset(counters_, 0, kSmallGemmMaxTiles * sizeof(int));
+  if (err != cudaSuccess) {
+    if (workspace_) cudaFree(workspace_);
+    if (counters_) cudaFree(counters_);
+    cublasLtDestroy(handle_);
+    CUDA_CHECK(err);
   }
 }
 
 LtWorkspace::~LtWorkspace() {
+  if (counters_) cudaFree(counters_);
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }
@@ -113,20 +176,25 @@ bool GemmTuningCache::Load(const std::string& path) {
   if (!in) return false;
   std::string header;
   std::getline(in, header);
-  if (header != "hotline-gemm-cache 2 " + Fingerprint()) return false;
+  if (header != "hotline-gemm-cache 3 " + Fingerprint()) return false;
   std::map<std::string, Entry> loaded;
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream ls(line);
     std::string key, hex;
     Entry e;
-    if (!std::getline(ls, key, '\t') || !(ls >> e.ms >> e.candidates >> e.small_splits >> hex))
+    int fused = 0;
+    if (!std::getline(ls, key, '\t') ||
+        !(ls >> e.ms >> e.candidates >> e.small_splits >> fused >> e.small_kslice >> hex))
       continue;
+    e.small_fused = fused != 0;
     if (hex.size() != sizeof(e.algo) * 2) continue;
     auto* bytes = reinterpret_cast<unsigned char*>(&e.algo);
     for (size_t k = 0; k < sizeof(e.algo); ++k)
       bytes[k] = static_cast<unsigned char>(std::stoi(hex.substr(2 * k, 2), nullptr, 16));
-    e.desc = e.small_splits ? "small_splitk " + std::to_string(e.small_splits) : Describe(e.algo);
+    e.desc = e.small_kslice  ? "small_async k" + std::to_string(e.small_kslice)
+             : e.small_splits ? SmallDesc(e.small_splits, e.small_fused)
+                              : Describe(e.algo);
     loaded[key] = e;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -139,9 +207,10 @@ void GemmTuningCache::Save(const std::string& path) const {
   {
     std::ofstream out(tmp);
     if (!out) throw Error("cannot write GEMM timing cache " + tmp, Code::kPermissionDenied);
-    out << "hotline-gemm-cache 2 " << Fingerprint() << "\n";
+    out << "hotline-gemm-cache 3 " << Fingerprint() << "\n";
     for (const auto& [key, e] : Snapshot()) {
-      out << key << '\t' << e.ms << ' ' << e.candidates << ' ' << e.small_splits << ' ';
+      out << key << '\t' << e.ms << ' ' << e.candidates << ' ' << e.small_splits << ' '
+          << int(e.small_fused) << ' ' << e.small_kslice << ' ';
       const auto* bytes = reinterpret_cast<const unsigned char*>(&e.algo);
       char buf[3];
       for (size_t k = 0; k < sizeof(e.algo); ++k) {
@@ -301,26 +370,26 @@ GemmTuningCache::Entry Gemm::Choose(int M, bool beta_one, LtWorkspace& ws, cudaS
   DeviceBuffer x(size_t(M) * K_ * es), y(size_t(M) * ldn_ * es), r(size_t(M) * ldn_ * es);
   FillRandom(dtype_, x.p, int64_t(M) * K_, 0x1234u, 1.f, stream);
   FillRandom(dtype_, r.p, int64_t(M) * ldn_, 0x5678u, 1.f, stream);
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaStreamSynchronize(stream));  // candidates run on TimeInGraph's own stream
   const float alpha = 1.f, beta = beta_one ? 1.f : 0.f;
-  const int kIters = 10;
+  // Each candidate: the GEMM as Run would launch it (activation pass included), timed by graph
+  // replays so that a GEMM of a few microseconds is not measured as its host launch cost.
+  const int64_t ny = int64_t(M) * ldn_;
+  auto post = [&](void* out, cudaStream_t st) {
+    if (epilogue_ == GemmEpilogue::kBiasGelu)
+      Activate(Activation::kGelu, dtype_, out, ny, out, st);
+    if (epilogue_ == GemmEpilogue::kBiasTanh)
+      Activate(Activation::kTanh, dtype_, out, ny, out, st);
+  };
   for (const auto& a : cands) {
-    bool ok = true;
-    for (int w = 0; w < 2 && ok; ++w)
-      ok = cublasLtMatmul(ws.handle(), desc, &alpha, w_, p.a, x.p, p.b, &beta, r.p, p.c, y.p, p.c,
-                          &a, ws.workspace(), wsb, stream) == CUBLAS_STATUS_SUCCESS;
-    if (!ok) continue;
-    CUDA_CHECK(cudaEventRecord(e0, stream));
-    for (int it = 0; it < kIters; ++it)
-      cublasLtMatmul(ws.handle(), desc, &alpha, w_, p.a, x.p, p.b, &beta, r.p, p.c, y.p, p.c, &a,
-                     ws.workspace(), wsb, stream);
-    CUDA_CHECK(cudaEventRecord(e1, stream));
-    CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0.f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    ms /= kIters;
+    const float ms = TimeInGraph([&](cudaStream_t st) {
+      if (cublasLtMatmul(ws.handle(), desc, &alpha, w_, p.a, x.p, p.b, &beta, r.p, p.c, y.p, p.c,
+                         &a, ws.workspace(), wsb, st) != CUBLAS_STATUS_SUCCESS)
+        return false;
+      post(y.p, st);
+      return true;
+    });
+    if (ms < 0) continue;
     ++best.candidates;
     if (best.ms < 0 || ms < best.ms) {
       best.ms = ms;
@@ -341,20 +410,52 @@ GemmTuningCache::Entry Gemm::Choose(int M, bool beta_one, LtWorkspace& ws, cudaS
     };
     CUBLAS_CHECK(cublasLtMatmul(ws.handle(), desc, &alpha, w_, p.a, x.p, p.b, &beta, r.p, p.c,
                                 y.p, p.c, &best.algo, ws.workspace(), wsb, stream));
-    const int64_t ny = int64_t(M) * ldn_;
-    if (epilogue_ == GemmEpilogue::kBiasGelu)
-      Activate(Activation::kGelu, dtype_, y.p, ny, y.p, stream);
-    if (epilogue_ == GemmEpilogue::kBiasTanh)
-      Activate(Activation::kTanh, dtype_, y.p, ny, y.p, stream);
+    post(y.p, stream);
     const std::vector<float> want = download(y.p);
     DeviceBuffer y2(size_t(M) * ldn_ * es);
     for (int splits : SmallGemmSplits(K_)) {
       if (SmallGemmWorkspaceBytes(ldn_, splits) > wsb) continue;
-      auto run = [&] {
-        SmallGemm(dtype_, x.p, M, K_, w_, ldn_, bias_, epilogue_, beta_one ? r.p : nullptr, y2.p,
-                  splits, ws.workspace(), stream);
+      for (bool fused : {false, true}) {
+        auto run = [&](cudaStream_t st) {
+          SmallGemm(dtype_, x.p, M, K_, w_, ldn_, bias_, epilogue_, beta_one ? r.p : nullptr,
+                    y2.p, splits, fused, ws.workspace(), ws.counters(), st);
+          return true;
+        };
+        CUDA_CHECK(cudaMemsetAsync(y2.p, 0xff, size_t(M) * ldn_ * es, stream));  // poison: NaN
+        run(stream);
+        // Twice: the fused reduction must also be right on a second launch (counter reset).
+        if (fused) run(stream);
+        const std::vector<float> got = download(y2.p);
+        double num = 0, den = 0;
+        bool finite = true;
+        for (size_t i = 0; i < got.size(); ++i) {
+          finite = finite && std::isfinite(got[i]);
+          num += double(got[i] - want[i]) * (got[i] - want[i]);
+          den += double(want[i]) * want[i];
+        }
+        if (!finite || num > 1e-4 * den) continue;  // relative error above 1e-2: rejected
+        const float ms = TimeInGraph(run);
+        if (ms < 0) continue;
+        ++best.candidates;
+        if (best.ms < 0 || ms < best.ms) {
+          best.ms = ms;
+          best.small_splits = splits;
+          best.small_fused = fused;
+          best.small_kslice = 0;
+          best.desc = SmallDesc(splits, fused);
+        }
+      }
+    }
+    for (int kslice : SmallGemmAsyncSlices(K_)) {
+      if (SmallGemmWorkspaceBytes(ldn_, K_ / kslice) > wsb) continue;
+      auto run = [&](cudaStream_t st) {
+        SmallGemmAsync(dtype_, x.p, M, K_, w_, ldn_, bias_, epilogue_, beta_one ? r.p : nullptr,
+                       y2.p, kslice, ws.workspace(), ws.counters(), st);
+        return true;
       };
-      run();
+      CUDA_CHECK(cudaMemsetAsync(y2.p, 0xff, size_t(M) * ldn_ * es, stream));
+      run(stream);
+      run(stream);
       const std::vector<float> got = download(y2.p);
       double num = 0, den = 0;
       bool finite = true;
@@ -363,24 +464,19 @@ GemmTuningCache::Entry Gemm::Choose(int M, bool beta_one, LtWorkspace& ws, cudaS
         num += double(got[i] - want[i]) * (got[i] - want[i]);
         den += double(want[i]) * want[i];
       }
-      if (!finite || num > 1e-4 * den) continue;  // relative error above 1e-2: rejected
-      CUDA_CHECK(cudaEventRecord(e0, stream));
-      for (int it = 0; it < kIters; ++it) run();
-      CUDA_CHECK(cudaEventRecord(e1, stream));
-      CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0.f;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      ms /= kIters;
+      if (!finite || num > 1e-4 * den) continue;
+      const float ms = TimeInGraph(run);
+      if (ms < 0) continue;
       ++best.candidates;
       if (best.ms < 0 || ms < best.ms) {
         best.ms = ms;
-        best.small_splits = splits;
-        best.desc = "small_splitk " + std::to_string(splits);
+        best.small_splits = K_ / kslice;
+        best.small_fused = true;
+        best.small_kslice = kslice;
+        best.desc = "small_async k" + std::to_string(kslice);
       }
     }
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   CUDA_CHECK(cudaGetLastError());
   return best;
 }
@@ -412,6 +508,8 @@ void Gemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t stre
   }
   prepared_[{M, beta_one}].algo = e.algo;
   prepared_[{M, beta_one}].small_splits = e.small_splits;
+  prepared_[{M, beta_one}].small_fused = e.small_fused;
+  prepared_[{M, beta_one}].small_kslice = e.small_kslice;
 }
 
 void Gemm::Run(const void* x, int M, void* y, const void* residual, LtWorkspace& ws,
@@ -438,9 +536,14 @@ void Gemm::Run(const void* x, int M, void* y, const void* residual, LtWorkspace&
     }
     p = it->second;
   }
+  if (p.small_kslice > 0) {
+    SmallGemmAsync(dtype_, x, M, K_, w_, ldn_, bias_, epilogue_, residual, y, p.small_kslice,
+                   ws.workspace(), ws.counters(), stream);
+    return;
+  }
   if (p.small_splits > 0) {  // bias, activation and residual all in its reduction kernel
     SmallGemm(dtype_, x, M, K_, w_, ldn_, bias_, epilogue_, residual, y, p.small_splits,
-              ws.workspace(), stream);
+              p.small_fused, ws.workspace(), ws.counters(), stream);
     return;
   }
   const float alpha = 1.f, beta = beta_one ? 1.f : 0.f;

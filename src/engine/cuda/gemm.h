@@ -5,8 +5,9 @@
 // Tactic selection: for each row count M a Gemm runs with, the algorithm comes from a shared
 // GemmTuningCache. When tuning is on, the first use of an M times the heuristic's top candidates
 // plus split-K variants of the best ones (on scratch buffers of random data, so the caller's
-// buffers are untouched) and keeps the fastest; the cache can be saved to and loaded from a file
-// so a rebuild on the same GPU does not time again. Without tuning the heuristic's first choice
+// buffers are untouched; each candidate timed by graph replays, TimeInGraph, so that small GEMMs
+// are not ranked by their host launch cost) and keeps the fastest; the cache can be saved to and
+// loaded from a file so a rebuild on the same GPU does not time again. Without tuning the heuristic's first choice
 // is used. Call Prepare(M) for every M before capturing a CUDA graph (Run then only looks up).
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,7 +35,17 @@ enum class GemmEpilogue {
 };
 const char* GemmEpilogueName(GemmEpilogue e);
 
+// Mean device time (ms) of one `enqueue` (which launches work on the stream it is given and
+// returns false if it could not): `iters` back-to-back copies are captured into a CUDA graph on a
+// private stream and the graph is replayed `reps` times between two events, so host launch costs
+// are excluded while the gaps between dependent kernels (as in our encoder graphs) are included.
+// Runs enqueue twice eagerly first (module loading, lazy initialisation). Returns -1 if enqueue
+// failed or the work could not be captured. Synchronises; never call it during a capture.
+float TimeInGraph(const std::function<bool(cudaStream_t)>& enqueue, int iters = 20,
+                  int reps = 3);
+
 // One cuBLASLt handle and workspace; use one per stream/context (not shared between threads).
+// Also holds zeroed counters for our fused split-K reduction (small_gemm.h).
 class LtWorkspace {
  public:
   explicit LtWorkspace(size_t workspace_bytes = size_t(16) << 20);
@@ -43,10 +55,12 @@ class LtWorkspace {
   cublasLtHandle_t handle() const { return handle_; }
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return bytes_; }
+  int* counters() const { return counters_; }
 
  private:
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
+  int* counters_ = nullptr;
   size_t bytes_ = 0;
 };
 
@@ -58,6 +72,8 @@ class GemmTuningCache {
     float ms = -1.f;       // measured time of the chosen algorithm (-1: not timed)
     int candidates = 0;    // how many were timed
     int small_splits = 0;  // > 0: our split-K small-M kernel (small_gemm.h) with these splits
+    bool small_fused = false;  // ... with its reduction in the same launch
+    int small_kslice = 0;      // > 0: the cp.async variant with this k slice (small_splits unused)
     std::string desc;      // "algo 21 tile 18 splitk 4" for reports
   };
   bool Find(const std::string& key, Entry* out) const;
@@ -120,6 +136,8 @@ class Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
     int small_splits = 0;
+    bool small_fused = false;
+    int small_kslice = 0;
   };
   std::map<std::pair<int, bool>, Prepared> prepared_;
 };

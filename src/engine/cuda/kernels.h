@@ -74,6 +74,28 @@ void Attention(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batc
                int heads, int head_dim, float scale, void* ctx, cudaStream_t stream);
 bool AttentionHasFastPath(DType dtype, int head_dim);
 
+// Which implementation a kernel family uses, process-wide, read at each launch (a captured graph
+// keeps the variant it was captured with). Every variant computes the same function within the
+// dtype's tolerance and is tested against the CPU reference; they exist so one device run can
+// compare them. Defaults: the variants that have passed the tests on a GPU (0: variants 1 and
+// PDL were written without GPU access and wait for their first device run); the environment
+// variable HOTLINE_CUDA_KERNELS ("ln=1,attn=1,pdl=1") overrides them at the first call.
+//   layernorm: 0 block per row through shared memory; 1 warp per row, 16-byte vectors, values in
+//              registers (hidden <= 1024 and a multiple of the vector width; else 0)
+//   attention: 0 WMMA with shared-memory accumulators; 1 mma.sync with register accumulators
+//              (FP16/BF16, head size 32/64/128; else the exact kernel)
+//   pdl:       1 launches LayerNorm (variant 1), attention (variant 1) and our small GEMMs with
+//              programmatic dependent launch on sm_90+ (the next kernel is scheduled while the
+//              previous one finishes; each waits for its predecessor's completion before reading
+//              anything: griddepcontrol.wait first thing); 0 plain launches
+struct KernelVariants {
+  int layernorm = 0;
+  int attention = 0;
+  int pdl = 0;
+};
+KernelVariants GetKernelVariants();
+void SetKernelVariants(const KernelVariants& v);
+
 // y[b] = x[cu_seqlens[b]] (the first token, [CLS], of each sequence), rows of `hidden`.
 // Sequences whose first row is not below `rows` (empty padding sequences) copy row rows-1.
 void GatherFirstToken(DType dtype, const void* x, const int32_t* cu_seqlens, int batch, int rows,

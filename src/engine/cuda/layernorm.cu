@@ -1,6 +1,11 @@
-// LayerNorm (with optional bias and residual) and the embedding sum + LayerNorm, one block per
-// row: the row is summed into shared memory in FP32 once, then mean and the two-pass variance are
-// reduced from there, so y may alias x or residual.
+// LayerNorm (with optional bias and residual) and the embedding sum + LayerNorm.
+// Variant 0 (and the embedding): one block per row: the row is summed into shared memory in FP32
+// once, then mean and the two-pass variance are reduced from there.
+// Variant 1 (KernelVariants::layernorm, hidden <= 1024 in 16-byte vectors): one warp per row, the
+// row held in registers (at most 8 vectors per lane), warp-shuffle reductions, no shared memory
+// and no block barriers: one read and one write of the row at full vector width.
+// Both read the whole row before writing any of it, so y may alias x or residual.
+#include <cstdint>
 #include <string>
 
 #include "base/error.h"
@@ -72,6 +77,102 @@ __global__ void EmbedKernel(const int32_t* ids, const int32_t* type_ids, const i
   NormaliseRow(row, gamma, beta, eps, hidden, y + int64_t(t) * hidden, red);
 }
 
+// Variant 1: one warp per row, NV 16-byte vectors per lane at most.
+template <typename T, int NV>
+__global__ void __launch_bounds__(256)
+    LayerNormWarpKernel(const T* x, const T* bias, const T* residual, const float* gamma,
+                        const float* beta, float eps, int rows, int hidden, T* y) {
+  constexpr int E = 16 / sizeof(T);  // elements per vector
+  PdlWaitThenTrigger();
+  const int row = int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;  // whole warps leave together: the shuffles below stay full-warp
+  const int nvec = hidden / E;
+  const int64_t off = int64_t(row) * hidden;
+  float v[NV][E];
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const int idx = lane + 32 * i;
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[i][e] = 0.f;
+    if (idx < nvec) {
+      alignas(16) T a[E];
+      *reinterpret_cast<int4*>(a) = *reinterpret_cast<const int4*>(x + off + idx * E);
+#pragma unroll
+      for (int e = 0; e < E; ++e) v[i][e] = ToF(a[e]);
+      if (bias) {
+        *reinterpret_cast<int4*>(a) = *reinterpret_cast<const int4*>(bias + idx * E);
+#pragma unroll
+        for (int e = 0; e < E; ++e) v[i][e] += ToF(a[e]);
+      }
+      if (residual) {
+        *reinterpret_cast<int4*>(a) = *reinterpret_cast<const int4*>(residual + off + idx * E);
+#pragma unroll
+        for (int e = 0; e < E; ++e) v[i][e] += ToF(a[e]);
+      }
+#pragma unroll
+      for (int e = 0; e < E; ++e) s += v[i][e];
+    }
+  }
+  const float mean = WarpSum(s) / hidden;
+  float q = 0.f;
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    if (lane + 32 * i < nvec) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float d = v[i][e] - mean;
+        q += d * d;
+      }
+    }
+  }
+  const float rstd = rsqrtf(WarpSum(q) / hidden + eps);
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const int idx = lane + 32 * i;
+    if (idx >= nvec) continue;
+    alignas(16) float g[E], b[E];
+#pragma unroll
+    for (int e = 0; e < E; e += 4) {
+      *reinterpret_cast<float4*>(g + e) = *reinterpret_cast<const float4*>(gamma + idx * E + e);
+      *reinterpret_cast<float4*>(b + e) = *reinterpret_cast<const float4*>(beta + idx * E + e);
+    }
+    alignas(16) T o[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) o[e] = FromF<T>((v[i][e] - mean) * rstd * g[e] + b[e]);
+    *reinterpret_cast<int4*>(y + off + idx * E) = *reinterpret_cast<const int4*>(o);
+  }
+}
+
+bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Launches variant 1 when it applies; false otherwise.
+template <typename T>
+bool LaunchLayerNormWarp(const T* x, const T* bias, const T* residual, const float* gamma,
+                         const float* beta, float eps, int rows, int hidden, T* y,
+                         cudaStream_t s) {
+  constexpr int E = 16 / sizeof(T);
+  if (hidden % E || hidden > 1024 || !Aligned16(x) || !Aligned16(y) ||
+      (bias && !Aligned16(bias)) || (residual && !Aligned16(residual)) || !Aligned16(gamma) ||
+      !Aligned16(beta)) {
+    return false;
+  }
+  const int per_lane = (hidden / E + 31) / 32;  // 1..8 (fp32) or 1..4 (16-bit types)
+  const unsigned grid = unsigned((int64_t(rows) * 32 + 255) / 256);
+  switch (per_lane) {
+#define HL_LN_CASE(NV)                                                                      \
+  case NV:                                                                                  \
+    CUDA_CHECK(LaunchKernel(LayerNormWarpKernel<T, NV>, dim3(grid), dim3(256), 0, s, x, bias,  \
+                            residual, gamma, beta, eps, rows, hidden, y));                  \
+    return true;
+    HL_LN_CASE(1) HL_LN_CASE(2) HL_LN_CASE(3) HL_LN_CASE(4)
+    HL_LN_CASE(5) HL_LN_CASE(6) HL_LN_CASE(7) HL_LN_CASE(8)
+#undef HL_LN_CASE
+    default: return false;
+  }
+}
+
 void CheckHidden(int hidden, const char* who) {
   if (hidden < 1 || hidden > 12288) {
     throw Error(std::string(who) + ": hidden must be in [1, 12288], got " +
@@ -95,8 +196,15 @@ void LayerNorm(DType t, const void* x, const void* bias, const void* residual, c
   if (rows == 0) return;
   if (!x || !gamma || !beta || !y) throw Error("LayerNorm: null x, gamma, beta or y");
   const size_t smem = size_t(hidden) * sizeof(float);
+  const bool warp_variant = GetKernelVariants().layernorm == 1;
   DispatchDType(t, [&](auto tag) {
     using T = decltype(tag);
+    if (warp_variant &&
+        LaunchLayerNormWarp<T>(static_cast<const T*>(x), static_cast<const T*>(bias),
+                               static_cast<const T*>(residual), gamma, beta, eps, rows, hidden,
+                               static_cast<T*>(y), s)) {
+      return;
+    }
     AllowSmem(LayerNormKernel<T>, smem);
     LayerNormKernel<T><<<rows, kThreads, smem, s>>>(
         static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<const T*>(residual),

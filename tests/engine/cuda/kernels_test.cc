@@ -8,7 +8,10 @@
 #include <cstring>
 #include <tuple>
 
+#include <cuda_fp8.h>
+
 #include "engine/cuda/gemm.h"
+#include "engine/cuda/quant_gemm.h"
 #include "engine/cuda/small_gemm.h"
 #include "tests/engine/cuda/reference.h"
 #include "tests/engine/cuda/test_util.h"
@@ -19,6 +22,21 @@ namespace {
 using test::DevBuf;
 
 std::string Name(DType t) { return DTypeName(t); }
+
+// Sets the kernel variants for a scope (every variant must pass the same checks).
+class VariantScope {
+ public:
+  explicit VariantScope(int layernorm, int attention) : saved_(GetKernelVariants()) {
+    KernelVariants v;
+    v.layernorm = layernorm;
+    v.attention = attention;
+    SetKernelVariants(v);
+  }
+  ~VariantScope() { SetKernelVariants(saved_); }
+
+ private:
+  KernelVariants saved_;
+};
 
 struct GemmCase {
   int M, K, N;
@@ -94,12 +112,20 @@ TEST(CudaSmallGemm, MatchesReferenceForFewRows) {
   for (DType t : {DType::kF16, DType::kBF16}) {
     for (auto [M, K, N] : {std::tuple{1, 768, 768}, {13, 768, 2304}, {64, 3072, 768},
                            {64, 128, 64}}) {
+      // Variants: (splits, 0 = separate reduce | 1 = fused | 2 = cp.async k slice of K / splits).
+      std::vector<std::pair<int, int>> variants;
       for (int splits : SmallGemmSplits(K)) {
+        variants.push_back({splits, 0});
+        variants.push_back({splits, 1});
+      }
+      for (int ks : SmallGemmAsyncSlices(K)) variants.push_back({K / ks, 2});
+      for (auto [splits, mode] : variants) {
+        const bool fused = mode >= 1;
         const GemmEpilogue e = epis[rng() % 5];
         const bool with_res = rng() % 2;
         SCOPED_TRACE(Name(t) + " M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" +
-                     std::to_string(N) + " splits=" + std::to_string(splits) + " " +
-                     GemmEpilogueName(e) + (with_res ? " +res" : ""));
+                     std::to_string(N) + " splits=" + std::to_string(splits) + " mode " +
+                     std::to_string(mode) + " " + GemmEpilogueName(e) + (with_res ? " +res" : ""));
         ASSERT_TRUE(SmallGemmEligible(t, M, K, N));
         const float ws_ = 1.f / std::sqrt(float(K));
         std::vector<float> w_nk = test::RandomVec(rng, size_t(N) * K, -ws_, ws_);
@@ -108,10 +134,23 @@ TEST(CudaSmallGemm, MatchesReferenceForFewRows) {
         auto dw = test::Upload(t, w_nk), db = test::Upload(t, bias), dx = test::Upload(t, x);
         auto dr = test::Upload(t, r);
         DevBuf dy(size_t(M) * N * DTypeSize(t)), dws(SmallGemmWorkspaceBytes(N, splits));
-        CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+        DevBuf counters(kSmallGemmMaxTiles * sizeof(int));
+        CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
         const bool has_bias = e != GemmEpilogue::kNone;
-        SmallGemm(t, dx->get(), M, K, dw->get(), N, has_bias ? db->get() : nullptr, e,
-                  with_res ? dr->get() : nullptr, dy.get(), splits, dws.get(), nullptr);
+        // Fused: three launches, each on a poisoned output, so a counter left non-zero by one
+        // launch (no reduction, or a reduction too early) shows in the next.
+        for (int launch = 0; launch < (fused ? 3 : 1); ++launch) {
+          CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+          if (mode == 2) {
+            SmallGemmAsync(t, dx->get(), M, K, dw->get(), N, has_bias ? db->get() : nullptr, e,
+                           with_res ? dr->get() : nullptr, dy.get(), K / splits, dws.get(),
+                           counters.as<int>(), nullptr);
+          } else {
+            SmallGemm(t, dx->get(), M, K, dw->get(), N, has_bias ? db->get() : nullptr, e,
+                      with_res ? dr->get() : nullptr, dy.get(), splits, fused, dws.get(),
+                      counters.as<int>(), nullptr);
+          }
+        }
         std::vector<float> got = test::Download(t, dy.get(), size_t(M) * N), want(got.size());
         for (int m = 0; m < M; ++m) {
           for (int n = 0; n < N; ++n) {
@@ -125,12 +164,115 @@ TEST(CudaSmallGemm, MatchesReferenceForFewRows) {
           }
         }
         EXPECT_LE(ref::RelErr(got, want), test::Tol(t));
+        std::vector<int> cnt(N / 64);
+        CUDA_CHECK(cudaMemcpy(cnt.data(), counters.get(), cnt.size() * 4, cudaMemcpyDeviceToHost));
+        for (int c : cnt) ASSERT_EQ(c, 0) << "a tile counter was not reset";
       }
     }
   }
   EXPECT_FALSE(SmallGemmEligible(DType::kF32, 8, 768, 768));
   EXPECT_FALSE(SmallGemmEligible(DType::kF16, 65, 768, 768));
   EXPECT_FALSE(SmallGemmEligible(DType::kF16, 8, 760, 768));
+}
+
+// INT8 / FP8 GEMMs: against a host simulation of the same quantisation (per-tensor activation
+// scale, per-channel weight scales, exact products, FP32 sums) within the output type's rounding,
+// and against the FP32 GEMM within the expected quantisation error (uniform data: about 0.6%
+// normalised for INT8, about 3% for E4M3's 3 mantissa bits).
+float HostQuantDequant(float v, QuantType q) {
+  if (q == QuantType::kInt8) return std::max(-127.f, std::min(127.f, std::nearbyint(v)));
+  const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3)));
+}
+
+TEST(CudaQuantGemm, Int8AndFp8MatchSimulationAndFp32WithinQuantisationError) {
+  std::mt19937_64 rng(test::Seed() + 9);
+  struct Case { int M, K, N; GemmEpilogue epi; bool res; };
+  const Case cases[] = {{1, 768, 768, GemmEpilogue::kBias, false},
+                        {64, 768, 2304, GemmEpilogue::kBias, false},
+                        {37, 256, 1024, GemmEpilogue::kBiasGeluTanh, false},
+                        {300, 3072, 768, GemmEpilogue::kBias, true},
+                        {128, 128, 64, GemmEpilogue::kBiasGelu, false},
+                        {16, 64, 48, GemmEpilogue::kBiasTanh, false},
+                        {8, 64, 32, GemmEpilogue::kNone, true}};
+  for (QuantType q : {QuantType::kInt8, QuantType::kFp8E4M3}) {
+    if (!QuantTypeSupported(q)) {  // not silent: the type must be refused with an error
+      std::vector<float> w(64 * 64, 0.1f);
+      EXPECT_THROW(QuantGemm(w.data(), 64, 64, nullptr, GemmEpilogue::kNone, q, 0.01f,
+                             DType::kF16),
+                   Error);
+      std::printf("%s GEMMs not supported on this GPU: refusal checked\n", QuantTypeName(q));
+      continue;
+    }
+    for (DType out : test::AllTypes()) {
+      for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(QuantTypeName(q)) + " -> " + Name(out) + " M=" +
+                     std::to_string(c.M) + " K=" + std::to_string(c.K) + " N=" +
+                     std::to_string(c.N) + " " + GemmEpilogueName(c.epi) + (c.res ? " +res" : ""));
+        const float wsc = 1.f / std::sqrt(float(c.K));
+        std::vector<float> w = test::RandomVec(rng, size_t(c.K) * c.N, -wsc, wsc);
+        std::vector<float> bias = test::RandomVec(rng, c.N, -0.5f, 0.5f);
+        std::vector<float> x = test::RandomVec(rng, size_t(c.M) * c.K);
+        std::vector<float> r = test::RandomVec(rng, size_t(c.M) * c.N);
+        auto dx = test::Upload(out, x);  // activations arrive in the output type
+        auto dr = test::Upload(out, r);
+        float amax = 0.f;
+        for (float v : x) amax = std::max(amax, std::fabs(v));
+        const float xs = amax / QuantMax(q);
+        const bool has_bias = c.epi != GemmEpilogue::kNone;
+        QuantGemm g(w.data(), c.K, c.N, has_bias ? bias.data() : nullptr, c.epi, q, xs, out);
+        LtWorkspace ws;
+        g.Prepare(c.M, c.res, ws, nullptr);
+        std::printf("%s M=%d K=%d N=%d -> %s: %s\n", QuantTypeName(q), c.M, c.K, c.N,
+                    Name(out).c_str(), g.path(c.M).c_str());
+        DevBuf dxq(size_t(c.M) * c.K), dy(size_t(c.M) * c.N * DTypeSize(out));
+        DevBuf acc(std::max<size_t>(g.AccBytes(c.M), 1));
+        QuantizeActivations(out, dx->get(), int64_t(c.M) * c.K, xs, q, dxq.get(), nullptr);
+        CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+        g.Run(dxq.get(), c.M, dy.get(), c.res ? dr->get() : nullptr, acc.get(), ws, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> got = test::Download(out, dy.get(), size_t(c.M) * c.N);
+
+        // Host: the same quantisation, then exact products summed in double.
+        std::vector<float> xq(x.size()), wq(w.size()), sc(c.N);
+        for (size_t i = 0; i < x.size(); ++i) xq[i] = HostQuantDequant(x[i] / xs, q);
+        for (int n = 0; n < c.N; ++n) {
+          float m = 0.f;
+          for (int k = 0; k < c.K; ++k) m = std::max(m, std::fabs(w[size_t(k) * c.N + n]));
+          sc[n] = m > 0.f ? m / QuantMax(q) : 1.f;
+          ASSERT_FLOAT_EQ(g.weight_scales()[n], sc[n]);
+          for (int k = 0; k < c.K; ++k)
+            wq[size_t(k) * c.N + n] = HostQuantDequant(w[size_t(k) * c.N + n] / sc[n], q);
+        }
+        auto finish = [&](double v, size_t i, int n) {
+          if (has_bias) v += bias[n];
+          if (c.epi == GemmEpilogue::kBiasGelu) v = ref::Gelu(v);
+          if (c.epi == GemmEpilogue::kBiasGeluTanh) v = ref::GeluTanh(v);
+          if (c.epi == GemmEpilogue::kBiasTanh) v = std::tanh(v);
+          if (c.res) v += r[i];
+          return float(v);
+        };
+        std::vector<float> sim(got.size()), full(got.size());
+        for (int m = 0; m < c.M; ++m) {
+          for (int n = 0; n < c.N; ++n) {
+            double sq = 0, sf = 0;
+            for (int k = 0; k < c.K; ++k) {
+              sq += double(xq[size_t(m) * c.K + k]) * wq[size_t(k) * c.N + n];
+              sf += double(x[size_t(m) * c.K + k]) * w[size_t(k) * c.N + n];
+            }
+            const size_t i = size_t(m) * c.N + n;
+            sim[i] = finish(sq * double(xs) * sc[n], i, n);
+            full[i] = finish(sf, i, n);
+          }
+        }
+        EXPECT_LE(ref::RelErr(got, sim), out == DType::kF32 ? 1e-4 : test::Tol(out));
+        EXPECT_LE(ref::RelErr(got, full), q == QuantType::kInt8 ? 2e-2 : 8e-2);
+      }
+    }
+  }
+  EXPECT_THROW(QuantGemm(nullptr, 60, 64, nullptr, GemmEpilogue::kNone, QuantType::kInt8, 0.1f,
+                         DType::kF16),
+               Error);
 }
 
 TEST(CudaGemm, TuningCacheRoundTripsThroughAFile) {
@@ -150,15 +292,20 @@ TEST(CudaGemm, TuningCacheRoundTripsThroughAFile) {
   EXPECT_EQ(0, std::memcmp(&a.algo, &b.algo, sizeof(a.algo)));
   EXPECT_EQ(a.desc, b.desc);
   EXPECT_EQ(a.small_splits, b.small_splits);
+  EXPECT_EQ(a.small_fused, b.small_fused);
+  EXPECT_EQ(a.small_kslice, b.small_kslice);
   EXPECT_GT(a.candidates, 1);  // timed several candidates
 }
 
 TEST(CudaLayerNorm, BiasResidualAndAliasing) {
   std::mt19937_64 rng(test::Seed() + 3);
+  for (int variant : {0, 1}) {
+  VariantScope vs(variant, GetKernelVariants().attention);
   for (DType t : test::AllTypes()) {
-    for (int H : {1, 37, 256, 768, 1024}) {
+    for (int H : {1, 37, 64, 256, 768, 1000, 1024}) {
       for (int mode = 0; mode < 4; ++mode) {  // plain, +bias, +bias+residual, in place
-        SCOPED_TRACE(Name(t) + " H=" + std::to_string(H) + " mode " + std::to_string(mode));
+        SCOPED_TRACE(Name(t) + " H=" + std::to_string(H) + " mode " + std::to_string(mode) +
+                     " variant " + std::to_string(variant));
         const int rows = 1 + int(rng() % 150);
         std::vector<float> x = test::RandomVec(rng, size_t(rows) * H, -3, 3);
         std::vector<float> r = test::RandomVec(rng, size_t(rows) * H);
@@ -180,6 +327,7 @@ TEST(CudaLayerNorm, BiasResidualAndAliasing) {
         EXPECT_LE(ref::RelErr(got, want), test::Tol(t));
       }
     }
+  }
   }
 }
 
@@ -222,7 +370,8 @@ TEST(CudaEmbeddingLayerNorm, PackedBatchesWithAndWithoutTypes) {
 void CheckAttention(DType t, int heads, int D, int batch, int max_len, std::mt19937_64& rng) {
   SCOPED_TRACE(Name(t) + " heads=" + std::to_string(heads) + " D=" + std::to_string(D) +
                " batch=" + std::to_string(batch) + " max_len=" + std::to_string(max_len) +
-               (AttentionHasFastPath(t, D) ? " (tensor cores)" : " (exact kernel)"));
+               (AttentionHasFastPath(t, D) ? " (tensor cores)" : " (exact kernel)") +
+               " variant " + std::to_string(GetKernelVariants().attention));
   std::vector<int32_t> cu = test::RandomCu(rng, batch, max_len);
   const int T = cu.back(), extra = 5;  // rows past the last sequence must stay untouched
   const int HD = heads * D;
@@ -248,7 +397,9 @@ void CheckAttention(DType t, int heads, int D, int batch, int max_len, std::mt19
 
 TEST(CudaAttention, PackedVariableLengthsAllTypesAndHeadSizes) {
   std::mt19937_64 rng(test::Seed() + 5);
+  for (int variant : {0, 1})
   for (DType t : test::AllTypes()) {
+    VariantScope vs(GetKernelVariants().layernorm, variant);
     for (int D : {32, 64, 128, 48, 80}) {
       for (int max_len : {1, 17, 64, 65, 128, 200}) {
         CheckAttention(t, D == 64 ? 12 : 3, D, 1 + int(rng() % 6), max_len, rng);
@@ -259,7 +410,9 @@ TEST(CudaAttention, PackedVariableLengthsAllTypesAndHeadSizes) {
 
 TEST(CudaAttention, EveryLengthUpTo130AtHead64) {
   std::mt19937_64 rng(test::Seed() + 6);
+  for (int variant : {0, 1})
   for (DType t : {DType::kF16, DType::kBF16}) {
+    VariantScope vs(GetKernelVariants().layernorm, variant);
     std::vector<int32_t> lens;
     for (int L = 1; L <= 130; ++L) lens.push_back(L);
     std::vector<int32_t> cu(1, 0);
@@ -278,7 +431,8 @@ TEST(CudaAttention, EveryLengthUpTo130AtHead64) {
       std::vector<float> g(got.begin() + size_t(cu[b]) * HD, got.begin() + size_t(cu[b + 1]) * HD);
       std::vector<float> w(want.begin() + size_t(cu[b]) * HD,
                            want.begin() + size_t(cu[b + 1]) * HD);
-      EXPECT_LE(ref::RelErr(g, w), test::Tol(t)) << Name(t) << " length " << lens[b];
+      EXPECT_LE(ref::RelErr(g, w), test::Tol(t))
+          << Name(t) << " length " << lens[b] << " variant " << variant;
     }
   }
 }

@@ -2,6 +2,7 @@
 
 Run: python -m pytest -q training/data_gen/tests/test_data_gen.py
 """
+import collections
 import json
 import os
 import random
@@ -20,6 +21,8 @@ sys.path.insert(0, GEN_DIR)
 import augment  # noqa: E402
 import label_consistency  # noqa: E402
 import near_dup  # noqa: E402
+import autolabel  # noqa: E402
+import challenge  # noqa: E402
 import pools  # noqa: E402
 import template  # noqa: E402
 import validate  # noqa: E402
@@ -82,6 +85,18 @@ def slot(t, s, e, text):
     (bad(text=""), "non-empty string 'text'"),
     (bad(extra=1), "unexpected keys"),
     ([1, 2], "expected a JSON object"),
+    # The inconsistency classes of the 2026-12-01 data findings:
+    (bad(text="我的身份证丢了", slots=[]), "'身份证' at 2..5 is a item (autolabel.py) but not labelled"),
+    (bad(text="这个月的养老金没到", slots=[]), "'这个月' at 0..3 is a time"),
+    (bad(text="每天早上五点就开始吵", slots=[]), "'早上五点' at 2..6 is a time"),
+    (bad(text="昨天晚上十点还在打桩", slots=[slot("time", 0, 2, "昨天晚上十点还在打桩")]),
+     "'晚上十点' at 2..6 is a time"),
+    (bad(text="昨天晚上还在打桩", slots=[slot("time", 0, 2, "昨天晚上还在打桩"),
+                                   slot("time", 2, 4, "昨天晚上还在打桩")]), "both time and touch"),
+    (bad(text="朝阳工地", slots=[slot("district", 0, 2, "朝阳工地")]), "does not end with"),
+    (bad(text="住建国路88号", slots=[slot("address", 0, 7, "住建国路88号")]), "starts with the verb"),
+    (bad(text="建国路附近有工地", slots=[slot("address", 0, 5, "建国路附近有工地")]), "position word"),
+    ({"text": "买的牛奶过期了", "intent": "food_safety", "slots": []}, "'牛奶' at 2..4 is a item"),
 ])
 def test_validator_rejects(ex, needle):
     errs = validate.check_example(ex, TAX, labelled=True)
@@ -191,14 +206,19 @@ def test_augmentation_keeps_spans_exact():
             for _ in range(300):
                 segs = template.expand(nodes, rng)
                 before = [(t, l) for t, l in segs if l]
-                ex = augment.to_example(augment.augment(segs, rng, kind))
+                aug = augment.augment(segs, rng, kind)
+                ex = augment.to_example(aug)
                 after = [(s["value"], s["type"]) for s in ex["slots"]]
                 # Template slots survive unchanged and in order; augmentation may only append
                 # contact details (name / phone / ID) after them.
                 assert after[:len(before)] == before
                 assert all(t in ("person_name", "phone", "id_number") for _, t in after[len(before):])
                 contacts += len(after) > len(before)
-                assert validate.check_example(dict(ex, intent="pension_inquiry"), TAX, True) == []
+                # The generator's last step labels closed-class words the augmenter may add
+                # (上个月 in a background sentence); then the line must be valid.
+                final = augment.to_example(autolabel.label_segments(aug))
+                assert final["text"] == ex["text"]
+                assert validate.check_example(dict(final, intent="pension_inquiry"), TAX, True) == []
                 changed += ex["text"] != "".join(t for t, _ in segs)
     assert changed > 1500  # most utterances are actually augmented
     assert 20 < contacts < 300
@@ -217,6 +237,54 @@ def _tiny_templates(tmp_path):
         "## train\n[你好|您好|喂你好|喂][啊|呀|]\n[早上好|下午好|晚上好][啊|]\n"
         "## heldout\n[哈喽|嗨][你好|][啊|]\n[在吗|有人吗][喂|]\n", encoding="utf-8")
     return d
+
+
+@pytest.mark.parametrize("text,want", [
+    ("我今天必须要个说法", []),                      # bare 今天: not labelled
+    ("今天下午三点停的电", [("今天下午三点", "time")]),
+    ("昨天晚上十点多还在打桩", [("昨天晚上十点多", "time")]),
+    ("每天早上五点开始叫", [("早上五点", "time")]),
+    ("快一点好吗 一点点细流 3点5公里", []),            # not clocks
+    ("三个月没发工资 今年十五岁 合同到期前一天", []),  # duration, 今年 alone, not a point
+    ("去年九月份 2024年5月 二〇二五年十二月", [("去年九月份", "time"), ("2024年5月", "time"),
+                                            ("二〇二五年十二月", "time")]),
+    ("3号楼 8号线 八号那天", [("八号", "time")]),
+    ("周末早上七点楼上在剁肉", [("周末早上七点", "time")]),
+    ("社保卡和银行卡绑在一起", [("社保卡", "item"), ("银行卡", "item")]),
+    ("身份证号不对 要居住证明", []),                 # the number, a certificate of residence
+    ("打完百白破疫苗胳膊肿了", [("百白破疫苗", "item")]),
+    ("买的牛奶过期了 眼镜店", []),                    # products only in PRODUCT_INTENTS
+    ("一瓶水卖二十块 全部九块九 两万多块钱", [("二十块", "amount"), ("九块九", "amount"),
+                                         ("两万多块钱", "amount")]),
+    ("墙皮一块一块往下掉 我们一块去 两块砖", []),
+])
+def test_autolabel_find(text, want):
+    assert [(text[s:e], t) for s, e, t in autolabel.find(text)] == want
+
+
+def test_autolabel_segments_merge_and_skip_id_numbers():
+    segs = [("在", None), ("昨天", "time"), ("晚上十点多吵", None)]
+    assert autolabel.label_segments(segs) == [("在", None), ("昨天晚上十点多", "time"),
+                                              ("吵", None)]
+    segs = [("我的身份证", None), ("330106198806071234", "id_number")]
+    assert autolabel.label_segments(segs) == segs
+    assert autolabel.label_segments([("买的牛奶过期了", None)], products=True) == [
+        ("买的", None), ("牛奶", "item"), ("过期了", None)]
+    assert autolabel.label_segments([("买的牛奶过期了", None)]) == [("买的牛奶过期了", None)]
+
+
+def test_every_time_and_amount_pool_value_is_one_autolabel_span():
+    # The pools and the grammar agree, so a time or an amount said in plain text is labelled like
+    # a {time} / {amount} fill.
+    rng = random.Random(5)
+    for variant in (None, "past", "night", "day", "recent", "future", "date"):
+        for _ in range(400):
+            v = pools.time_value(rng, variant)
+            assert autolabel.find(v) == [(0, len(v), "time")], (variant, v)
+    for variant in (None, "small", "large", "fare"):
+        for _ in range(400):
+            v = pools.amount(rng, variant)
+            assert autolabel.find(v) == [(0, len(v), "amount")], (variant, v)
 
 
 def test_generator_deterministic_and_splits_held_apart(tmp_path):
@@ -278,7 +346,7 @@ SPLITS = ["train", "dev", "test", "calib"]
 
 
 def test_shipped_dataset_is_valid():
-    files = [os.path.join(DATA, f"{s}.jsonl") for s in SPLITS]
+    files = [os.path.join(DATA, f"{s}.jsonl") for s in SPLITS + ["challenge"]]
     missing = [f for f in files if not os.path.exists(f)]
     assert not missing, f"dataset files missing: {missing}; run training/data_gen/generate.py"
     r = run("validate.py", *files)
@@ -294,3 +362,40 @@ def test_shipped_dataset_is_what_the_generator_makes(tmp_path):
         with open(os.path.join(DATA, f"{s}.jsonl"), encoding="utf-8") as a, \
                 open(tmp_path / f"{s}.jsonl", encoding="utf-8") as b:
             assert a.read() == b.read(), f"{s}.jsonl differs from a fresh generate.py run: regenerate"
+
+
+def test_challenge_set_is_hand_written_and_held_apart():
+    """data/hotline/challenge.jsonl is built from the hand-written challenge.src.tsv (no
+    generator), covers every intent with at least 6 utterances, and is not a near-copy of train."""
+    path = os.path.join(DATA, "challenge.jsonl")
+    rows = [json.loads(l) for l in open(path, encoding="utf-8")]
+    assert rows == challenge.build(os.path.join(DATA, "challenge.src.tsv")), \
+        "challenge.jsonl differs from challenge.src.tsv: run training/data_gen/challenge.py"
+    assert len(rows) >= 330
+    counts = collections.Counter(r["intent"] for r in rows)
+    assert set(counts) == set(TAX.intent_ids) and min(counts.values()) >= 6
+    train = [json.loads(l) for l in open(os.path.join(DATA, "train.jsonl"), encoding="utf-8")]
+    train_keys = {validate_key(r["text"]) for r in train}
+    # Only very short replies (对对对, 人工) can coincide with a training text.
+    assert not [r["text"] for r in rows
+                if validate_key(r["text"]) in train_keys and len(validate_key(r["text"])) > 6]
+    # Near-copies (masked 5-gram Jaccard, near_dup.py) among the utterances longer than a reply.
+    write_jsonl_dir = {"train": train, "dev": [r for r in rows if len(validate_key(r["text"])) > 8]}
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        for k, v in write_jsonl_dir.items():
+            write_jsonl(os.path.join(d, f"{k}.jsonl"), v)
+        rates, _ = near_dup.report(d, 0.6, 0, out=open(os.devnull, "w"))
+    assert rates["dev"] <= 0.02, rates
+
+
+def test_challenge_markup_parser():
+    row = challenge.parse_line("water_outage\t[朝阳区](district)[建国路8号](address)停水 [北京](-)",
+                               "x:1")
+    assert row == {"text": "朝阳区建国路8号停水 北京", "intent": "water_outage",
+                   "slots": [slot("district", 0, 3, "朝阳区建国路8号停水 北京"),
+                             slot("address", 3, 8, "朝阳区建国路8号停水 北京")]}
+    with pytest.raises(ValueError, match="x:2: unbalanced"):
+        challenge.parse_line("greeting\t[你好(greeting)", "x:2")
+    with pytest.raises(ValueError, match="expected intent<TAB>text"):
+        challenge.parse_line("你好", "x:3")

@@ -1,0 +1,260 @@
+// Tensor-core attention for FP16/BF16 over packed sequences, variant 1 (KernelVariants::attention):
+// flash-style with every intermediate in registers. A block takes 64 queries of one (sequence,
+// head), four warps of 16 queries each (16 queries, one warp, when the grid would be smaller than
+// the GPU). Per warp, Q stays in registers as mma.sync A fragments;
+// for each 64-key tile (K and V staged in shared memory, zero beyond the sequence) S = Q·K^T runs
+// on m16n8k16 mma.sync with FP32 accumulators, the online softmax (running max and sum per row,
+// base-2 exponentials of pre-scaled scores) works on those accumulators directly, and they become
+// the A fragments of O += P·V (the C layout of two adjacent n8 tiles is the A layout of one k16
+// step), with V read through ldmatrix.trans. Keys past the sequence's end score -inf; query rows
+// past it compute on zeros and are not written.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, t = lane % 4):
+//   A (16x16, row): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 8+2t..), a3 = (g+8, 8+2t..)
+//   B (16x8, col):  b0 = (k 2t..2t+1, n g), b1 = (k 8+2t.., n g)
+//   C (16x8):       c0, c1 = (g, 2t), (g, 2t+1); c2, c3 = (g+8, 2t), (g+8, 2t+1)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "engine/cuda/attention_internal.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device_util.cuh"
+
+namespace hotline::engine::cuda::detail {
+namespace {
+
+constexpr int kKT = 64;  // keys per tile
+// W warps of 16 queries per block: 4 (64 queries) normally; 1 when the grid would have too few
+// blocks to spread over the GPU (batch 1: 12 blocks of 64 queries become 48 of 16).
+
+template <typename T>
+__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats as a packed pair of T (first in the low half).
+template <typename T>
+__device__ __forceinline__ uint32_t Pack(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem_ptr) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_ptr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <typename T, int D, int W>
+__global__ void __launch_bounds__(W * 32)
+    AttentionMmaKernel(const T* __restrict__ qkv, const int32_t* __restrict__ cu, int heads,
+                       float scale_log2, T* __restrict__ ctx) {
+  constexpr int ldh = D + 8;  // smem row stride (elements): 16-byte rows, conflict-free reads
+  constexpr int kVec = D / 8;  // 16-byte vectors per row
+  constexpr int KC = D / 16;   // k16 steps over the head dimension (S) / n8 pairs (O)
+  constexpr int NT = kKT / 8;  // n8 key tiles per key tile
+  __shared__ __align__(16) T sK[kKT * ldh];
+  __shared__ __align__(16) T sV[kKT * ldh];
+
+  PdlWaitThenTrigger();
+  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * (16 * W);
+  const int start = cu[b], len = cu[b + 1] - start;
+  if (q0 >= len) return;  // uniform for the block: before any barrier
+  const int hidden = heads * D;
+  const int64_t ld = 3 * int64_t(hidden);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int qa = q0 + warp * 16 + g, qb = qa + 8;  // this thread's two query rows
+
+  // Q as A fragments, straight from global memory (zero past the sequence).
+  uint32_t qf[KC][4];
+  {
+    const T* ra = qkv + (start + qa) * ld + h * D;
+    const T* rb = qkv + (start + qb) * ld + h * D;
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      const int c = kc * 16 + 2 * t;
+      qf[kc][0] = qa < len ? *reinterpret_cast<const uint32_t*>(ra + c) : 0u;
+      qf[kc][1] = qb < len ? *reinterpret_cast<const uint32_t*>(rb + c) : 0u;
+      qf[kc][2] = qa < len ? *reinterpret_cast<const uint32_t*>(ra + c + 8) : 0u;
+      qf[kc][3] = qb < len ? *reinterpret_cast<const uint32_t*>(rb + c + 8) : 0u;
+    }
+  }
+  float o[2 * KC][4];
+#pragma unroll
+  for (int i = 0; i < 2 * KC; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float ma = -INFINITY, mb = -INFINITY;  // running max (scaled, base 2) of rows qa, qb
+  float la = 0.f, lb = 0.f;              // this thread's share of the running sums
+  const int4 zero = make_int4(0, 0, 0, 0);
+
+  for (int k0 = 0; k0 < len; k0 += kKT) {
+    __syncthreads();  // previous tile fully consumed
+    for (int i = tid; i < kKT * kVec; i += W * 32) {
+      const int r = i / kVec, c = (i % kVec) * 8;
+      int4 kv = zero, vv = zero;
+      if (k0 + r < len) {
+        const T* base = qkv + (start + k0 + r) * ld + hidden + h * D + c;
+        kv = *reinterpret_cast<const int4*>(base);
+        vv = *reinterpret_cast<const int4*>(base + hidden);
+      }
+      *reinterpret_cast<int4*>(sK + r * ldh + c) = kv;
+      *reinterpret_cast<int4*>(sV + r * ldh + c) = vv;
+    }
+    __syncthreads();
+
+    // S = Q K^T for 64 keys: NT accumulators of 16 x 8.
+    float s[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+      const T* krow = sK + (nt * 8 + g) * ldh + 2 * t;
+#pragma unroll
+      for (int kc = 0; kc < KC; ++kc) {
+        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + kc * 16);
+        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8);
+        Mma<T>(s[nt], qf[kc], b0, b1);
+      }
+    }
+    // Scale into base 2, mask keys past the end, tile row maxima over the quad.
+    float ta = -INFINITY, tb = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool valid = k0 + nt * 8 + 2 * t + e < len;
+        s[nt][e] = valid ? s[nt][e] * scale_log2 : -INFINITY;
+        s[nt][2 + e] = valid ? s[nt][2 + e] * scale_log2 : -INFINITY;
+        ta = fmaxf(ta, s[nt][e]);
+        tb = fmaxf(tb, s[nt][2 + e]);
+      }
+    }
+    ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, 1));
+    ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, 2));
+    tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, 1));
+    tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, 2));
+    // Every tile holds at least one key of the sequence (k0 < len), so the new maxima are finite.
+    const float na = fmaxf(ma, ta), nb = fmaxf(mb, tb);
+    const float ca = exp2f(ma - na), cb = exp2f(mb - nb);  // 0 on the first tile
+    ma = na;
+    mb = nb;
+    la *= ca;
+    lb *= cb;
+#pragma unroll
+    for (int i = 0; i < 2 * KC; ++i) {
+      o[i][0] *= ca;
+      o[i][1] *= ca;
+      o[i][2] *= cb;
+      o[i][3] *= cb;
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      s[nt][0] = exp2f(s[nt][0] - na);
+      s[nt][1] = exp2f(s[nt][1] - na);
+      s[nt][2] = exp2f(s[nt][2] - nb);
+      s[nt][3] = exp2f(s[nt][3] - nb);
+      la += s[nt][0] + s[nt][1];
+      lb += s[nt][2] + s[nt][3];
+    }
+    // O += P V: P's k16 step j is key tiles 2j and 2j+1; V as B through ldmatrix.trans.
+#pragma unroll
+    for (int j = 0; j < kKT / 16; ++j) {
+      uint32_t pa[4];
+      pa[0] = Pack<T>(s[2 * j][0], s[2 * j][1]);
+      pa[1] = Pack<T>(s[2 * j][2], s[2 * j][3]);
+      pa[2] = Pack<T>(s[2 * j + 1][0], s[2 * j + 1][1]);
+      pa[3] = Pack<T>(s[2 * j + 1][2], s[2 * j + 1][3]);
+      const int key = j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int dp = 0; dp < KC; ++dp) {
+        uint32_t vb[4];
+        LdMatrixX4Trans(vb, sV + key * ldh + dp * 16 + (lane >> 4) * 8);
+        Mma<T>(o[2 * dp], pa, vb[0], vb[1]);
+        Mma<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+
+  la += __shfl_xor_sync(0xffffffffu, la, 1);
+  la += __shfl_xor_sync(0xffffffffu, la, 2);
+  lb += __shfl_xor_sync(0xffffffffu, lb, 1);
+  lb += __shfl_xor_sync(0xffffffffu, lb, 2);
+  const float ia = 1.f / la, ib = 1.f / lb;
+  T* oa = ctx + int64_t(start + qa) * hidden + h * D + 2 * t;
+  T* ob = ctx + int64_t(start + qb) * hidden + h * D + 2 * t;
+#pragma unroll
+  for (int i = 0; i < 2 * KC; ++i) {
+    if (qa < len) *reinterpret_cast<uint32_t*>(oa + i * 8) = Pack<T>(o[i][0] * ia, o[i][1] * ia);
+    if (qb < len) *reinterpret_cast<uint32_t*>(ob + i * 8) = Pack<T>(o[i][2] * ib, o[i][3] * ib);
+  }
+}
+
+int SmCount() {
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+template <typename T, int D>
+void Launch(const void* qkv, const int32_t* cu, int batch, int max_seqlen, int heads, float scale,
+            void* ctx, cudaStream_t s) {
+  const float sl2 = scale * 1.4426950408889634f;
+  const int64_t blocks64 = int64_t((max_seqlen + 63) / 64) * heads * batch;
+  if (blocks64 < SmCount()) {
+    const dim3 grid((max_seqlen + 15) / 16, heads, batch);
+    CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 1>, grid, dim3(32), 0, s,
+                            static_cast<const T*>(qkv), cu, heads, sl2, static_cast<T*>(ctx)));
+  } else {
+    const dim3 grid((max_seqlen + 63) / 64, heads, batch);
+    CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 4>, grid, dim3(128), 0, s,
+                            static_cast<const T*>(qkv), cu, heads, sl2, static_cast<T*>(ctx)));
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+bool LaunchFor(int head_dim, const void* qkv, const int32_t* cu, int batch, int max_seqlen,
+               int heads, float scale, void* ctx, cudaStream_t s) {
+  switch (head_dim) {
+    case 32: Launch<T, 32>(qkv, cu, batch, max_seqlen, heads, scale, ctx, s); return true;
+    case 64: Launch<T, 64>(qkv, cu, batch, max_seqlen, heads, scale, ctx, s); return true;
+    case 128: Launch<T, 128>(qkv, cu, batch, max_seqlen, heads, scale, ctx, s); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool LaunchAttentionMma(DType dtype, const void* qkv, const int32_t* cu, int batch,
+                        int max_seqlen, int heads, int head_dim, float scale, void* ctx,
+                        cudaStream_t s) {
+  if (dtype == DType::kF16)
+    return LaunchFor<__half>(head_dim, qkv, cu, batch, max_seqlen, heads, scale, ctx, s);
+  if (dtype == DType::kBF16)
+    return LaunchFor<__nv_bfloat16>(head_dim, qkv, cu, batch, max_seqlen, heads, scale, ctx, s);
+  return false;
+}
+
+}  // namespace hotline::engine::cuda::detail

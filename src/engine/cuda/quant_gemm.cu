@@ -1,0 +1,385 @@
+// INT8 / FP8 GEMMs with scales folded into the epilogue (see quant_gemm.h).
+#include "engine/cuda/quant_gemm.h"
+
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "base/error.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device_util.cuh"
+
+namespace hotline::engine::cuda {
+namespace {
+
+template <bool kFp8>
+__device__ __forceinline__ uint8_t QuantizeOne(float v) {
+  if constexpr (kFp8) {
+    return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+  } else {
+    int q = __float2int_rn(v);
+    q = max(-127, min(127, q));
+    return uint8_t(int8_t(q));
+  }
+}
+
+template <typename T, bool kFp8>
+__global__ void QuantizeKernel(const T* x, int64_t n, float x_scale, uint8_t* xq) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    xq[i] = QuantizeOne<kFp8>(ToF(x[i]) / x_scale);  // IEEE division: the host can replay it
+  }
+}
+
+// y[m][n] = act(acc[m][n] * scale[n] + bias[n]) (+ residual[m][n]); residual may alias y.
+template <typename AccT, typename OutT>
+__global__ void DequantEpilogueKernel(const AccT* __restrict__ acc, int M, int N,
+                                      const float* __restrict__ scale,
+                                      const float* __restrict__ bias, int act,
+                                      const OutT* residual, OutT* y) {
+  const int64_t total = int64_t(M) * N;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int n = int(i % N);
+    float v = float(acc[i]) * scale[n];
+    if (bias) v += bias[n];
+    if (act == 1) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    if (act == 2) v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    if (act == 3) v = tanhf(v);
+    if (residual) v += ToF(residual[i]);
+    y[i] = FromF<OutT>(v);
+  }
+}
+
+int ActCode(GemmEpilogue e) {
+  return e == GemmEpilogue::kBiasGelu       ? 1
+         : e == GemmEpilogue::kBiasGeluTanh ? 2
+         : e == GemmEpilogue::kBiasTanh     ? 3
+                                            : 0;
+}
+
+cudaDataType_t OutType(DType t) {
+  return t == DType::kF32 ? CUDA_R_32F : t == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+// Host quantisation of one value (same rounding as the device: nearest-even / E4M3 satfinite).
+uint8_t HostQuantize(float v, QuantType q) {
+  if (q == QuantType::kFp8E4M3) return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+  float r = std::nearbyint(v);
+  r = std::max(-127.f, std::min(127.f, r));
+  return uint8_t(int8_t(r));
+}
+
+}  // namespace
+
+const char* QuantTypeName(QuantType q) { return q == QuantType::kInt8 ? "int8" : "fp8_e4m3"; }
+float QuantMax(QuantType q) { return q == QuantType::kInt8 ? 127.f : 448.f; }
+
+bool QuantTypeSupported(QuantType q) {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  const int cc = major * 10 + minor;
+  return q == QuantType::kInt8 ? cc >= 75 : cc >= 89;
+}
+
+void QuantizeActivations(DType src, const void* x, int64_t n, float x_scale, QuantType q,
+                         void* xq, cudaStream_t s) {
+  if (n < 0 || !(x_scale > 0.f) || (n > 0 && (!x || !xq))) {
+    throw Error("QuantizeActivations: need n >= 0, x_scale > 0 and non-null buffers, got n=" +
+                std::to_string(n) + " x_scale=" + std::to_string(x_scale));
+  }
+  if (n == 0) return;
+  DispatchDType(src, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = static_cast<const T*>(x);
+    uint8_t* o = static_cast<uint8_t*>(xq);
+    if (q == QuantType::kFp8E4M3)
+      QuantizeKernel<T, true><<<GridFor(n, 256), 256, 0, s>>>(xp, n, x_scale, o);
+    else
+      QuantizeKernel<T, false><<<GridFor(n, 256), 256, 0, s>>>(xp, n, x_scale, o);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+QuantGemm::QuantGemm(const float* weight_kn, int K, int N, const float* bias,
+                     GemmEpilogue epilogue, QuantType q, float x_scale, DType out_dtype)
+    : K_(K), N_(N), epilogue_(epilogue), q_(q), x_scale_(x_scale), out_(out_dtype) {
+  if (K <= 0 || N <= 0 || K % 16 || N % 16 || !weight_kn) {
+    throw Error("QuantGemm: K and N must be positive multiples of 16 and weights given, got K=" +
+                std::to_string(K) + " N=" + std::to_string(N), Code::kUnimplemented);
+  }
+  if (!(x_scale > 0.f) || !std::isfinite(x_scale)) {
+    throw Error("QuantGemm: activation scale must be positive and finite, got " +
+                std::to_string(x_scale));
+  }
+  if (!QuantTypeSupported(q)) {
+    throw Error(std::string("QuantGemm: ") + QuantTypeName(q) +
+                " GEMMs need a newer GPU (INT8: sm_75+, FP8: sm_89+)", Code::kUnimplemented);
+  }
+  if (epilogue_ == GemmEpilogue::kNone && bias) epilogue_ = GemmEpilogue::kBias;
+  const float qmax = QuantMax(q);
+  // Per-output-channel symmetric weight scales; weights transposed to [N, K].
+  w_scale_host_.assign(N, 1.f);
+  std::vector<uint8_t> wq(size_t(N) * K);
+  for (int n = 0; n < N; ++n) {
+    float amax = 0.f;
+    for (int k = 0; k < K; ++k) amax = std::max(amax, std::fabs(weight_kn[size_t(k) * N + n]));
+    const float sc = amax > 0.f ? amax / qmax : 1.f;
+    w_scale_host_[n] = sc;
+    for (int k = 0; k < K; ++k)
+      wq[size_t(n) * K + k] = HostQuantize(weight_kn[size_t(k) * N + n] / sc, q);
+  }
+  std::vector<float> out_scale(N), xs(kMaxRows, x_scale), bf(N, 0.f);
+  for (int n = 0; n < N; ++n) out_scale[n] = x_scale * w_scale_host_[n];
+  const bool has_bias = epilogue_ != GemmEpilogue::kNone;
+  if (bias && has_bias) std::copy(bias, bias + N, bf.begin());
+  try {
+    CUDA_CHECK(cudaMalloc(&w_, wq.size()));
+    CUDA_CHECK(cudaMemcpy(w_, wq.data(), wq.size(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&w_scale_, N * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(w_scale_, w_scale_host_.data(), N * sizeof(float),
+                          cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&out_scale_, N * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(out_scale_, out_scale.data(), N * sizeof(float),
+                          cudaMemcpyHostToDevice));
+    if (q == QuantType::kFp8E4M3) {
+      CUDA_CHECK(cudaMalloc(&x_scale_vec_, xs.size() * sizeof(float)));
+      CUDA_CHECK(cudaMemcpy(x_scale_vec_, xs.data(), xs.size() * sizeof(float),
+                            cudaMemcpyHostToDevice));
+    }
+    if (has_bias) {
+      CUDA_CHECK(cudaMalloc(&bias_f32_, N * sizeof(float)));
+      CUDA_CHECK(cudaMemcpy(bias_f32_, bf.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMalloc(&bias_, N * DTypeSize(out_)));
+      ConvertFromF32(bias_f32_, N, out_, bias_, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  } catch (...) {
+    cudaFree(w_);
+    cudaFree(w_scale_);
+    cudaFree(out_scale_);
+    cudaFree(x_scale_vec_);
+    cudaFree(bias_f32_);
+    cudaFree(bias_);
+    throw;
+  }
+}
+
+QuantGemm::~QuantGemm() {
+  for (auto& [k, p] : prepared_) Destroy(&p);
+  cudaFree(w_);
+  cudaFree(w_scale_);
+  cudaFree(out_scale_);
+  cudaFree(x_scale_vec_);
+  cudaFree(bias_f32_);
+  cudaFree(bias_);
+}
+
+void QuantGemm::Destroy(Prepared* p) {
+  if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+  for (auto* l : {p->a, p->b, p->c, p->d})
+    if (l) cublasLtMatrixLayoutDestroy(l);
+  *p = Prepared{};
+}
+
+size_t QuantGemm::weight_bytes() const {
+  return size_t(N_) * K_ + size_t(N_) * 4 * 2 + (bias_ ? size_t(N_) * (4 + DTypeSize(out_)) : 0) +
+         (x_scale_vec_ ? size_t(kMaxRows) * 4 : 0);
+}
+
+bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, LtWorkspace& ws, Prepared* p) {
+  const bool int8 = q_ == QuantType::kInt8;
+  const cudaDataType_t in_t = int8 ? CUDA_R_8I : CUDA_R_8F_E4M3;
+  const cudaDataType_t acc_t = int8 ? CUDA_R_32I : CUDA_R_32F;
+  const cudaDataType_t cd_t = fused ? OutType(out_) : acc_t;
+  auto ok = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
+  bool good = ok(cublasLtMatmulDescCreate(&p->desc, int8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F,
+                                          int8 ? CUDA_R_32I : CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  good = good && ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
+                                                   sizeof(ta)));
+  good = good && ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
+                                                   sizeof(tb)));
+  if (good && fused) {
+    // Per-channel weight scales x per-token activation scales (all equal: per tensor).
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    good = ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                             sizeof(mode))) &&
+           ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                             sizeof(mode))) &&
+           ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                             &w_scale_, sizeof(w_scale_))) &&
+           ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                             &x_scale_vec_, sizeof(x_scale_vec_)));
+    if (good && epilogue_ != GemmEpilogue::kNone) {
+      const cublasLtEpilogue_t epi = epilogue_ == GemmEpilogue::kBiasGeluTanh
+                                         ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                         : CUBLASLT_EPILOGUE_BIAS;
+      good = ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                               sizeof(epi))) &&
+             ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_,
+                                               sizeof(bias_)));
+    }
+  }
+  good = good && ok(cublasLtMatrixLayoutCreate(&p->a, in_t, K_, N_, K_)) &&
+         ok(cublasLtMatrixLayoutCreate(&p->b, in_t, K_, M, K_)) &&
+         ok(cublasLtMatrixLayoutCreate(&p->c, cd_t, N_, M, N_)) &&
+         ok(cublasLtMatrixLayoutCreate(&p->d, cd_t, N_, M, N_));
+  if (good) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    good = ok(cublasLtMatmulPreferenceCreate(&pref));
+    size_t wsb = ws.workspace_bytes();
+    if (good) {
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                           sizeof(wsb));
+      cublasLtMatmulHeuristicResult_t res[8];
+      int n = 0;
+      good = ok(cublasLtMatmulAlgoGetHeuristic(ws.handle(), p->desc, p->a, p->b, p->c, p->d, pref,
+                                               8, res, &n)) &&
+             n > 0;
+      cublasLtMatmulPreferenceDestroy(pref);
+      if (good) p->algo = res[0].algo;
+      if (good && n > 1) {
+        // Time the heuristic's candidates by graph replays on scratch data (random bytes: any
+        // pattern is a valid int8; speed does not depend on the values' meaning).
+        const size_t out_es = fused ? DTypeSize(out_) : 4;
+        void *xq = nullptr, *yb = nullptr;
+        if (cudaMalloc(&xq, size_t(M) * K_) == cudaSuccess &&
+            cudaMalloc(&yb, size_t(M) * N_ * out_es) == cudaSuccess) {
+          FillRandom(DType::kF16, xq, int64_t(M) * K_ / 2, 0x51u, 1.f, nullptr);
+          FillRandom(fused ? out_ : DType::kF32, yb, int64_t(M) * N_, 0x52u, 1.f, nullptr);
+          if (cudaDeviceSynchronize() == cudaSuccess) {
+            float best = -1.f;
+            for (int i = 0; i < n; ++i) {
+              const float ms = TimeInGraph([&](cudaStream_t st) {
+                const float fa = 1.f, fb = beta_one ? 1.f : 0.f;
+                const int32_t ia = 1, ib = 0;
+                const void* alpha = int8 ? static_cast<const void*>(&ia) : &fa;
+                const void* beta = int8 ? static_cast<const void*>(&ib) : &fb;
+                return cublasLtMatmul(ws.handle(), p->desc, alpha, w_, p->a, xq, p->b, beta, yb,
+                                      p->c, yb, p->d, &res[i].algo, ws.workspace(),
+                                      ws.workspace_bytes(), st) == CUBLAS_STATUS_SUCCESS;
+              }, 10, 3);
+              if (ms > 0 && (best < 0 || ms < best)) {
+                best = ms;
+                p->algo = res[i].algo;
+              }
+            }
+          }
+        }
+        cudaFree(xq);
+        cudaFree(yb);
+        cudaGetLastError();
+      }
+    }
+  }
+  p->fused = fused;
+  p->beta_one = beta_one;
+  if (!good) Destroy(p);
+  return good;
+}
+
+void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t) {
+  if (M <= 0 || M > kMaxRows) {
+    throw Error("QuantGemm: M must be in [1, " + std::to_string(kMaxRows) + "], got " +
+                std::to_string(M));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prepared_.count({M, with_residual})) return;
+  Prepared p;
+  // cuBLASLt's epilogue covers bias and the tanh GELU; exact GELU and tanh, and a residual after
+  // an activation, take our epilogue.
+  // Fused only into FP16/BF16 (its bias vector then has the output's type, which we upload).
+  const bool act_ok = out_ != DType::kF32 &&
+                      (epilogue_ == GemmEpilogue::kNone || epilogue_ == GemmEpilogue::kBias ||
+                       (epilogue_ == GemmEpilogue::kBiasGeluTanh && !with_residual));
+  bool done = false;
+  if (q_ == QuantType::kFp8E4M3 && act_ok) done = TryPrepare(M, true, with_residual, ws, &p);
+  if (!done) done = TryPrepare(M, false, false, ws, &p);
+  if (!done) {
+    throw Error(std::string("cuBLASLt offers no ") + QuantTypeName(q_) + " GEMM for M=" +
+                std::to_string(M) + " K=" + std::to_string(K_) + " N=" + std::to_string(N_) +
+                " on this GPU", Code::kUnimplemented);
+  }
+  prepared_[{M, with_residual}] = p;
+}
+
+size_t QuantGemm::AccBytes(int M) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (bool r : {false, true}) {
+    auto it = prepared_.find({M, r});
+    if (it != prepared_.end() && !it->second.fused) return size_t(M) * N_ * 4;
+  }
+  return 0;
+}
+
+std::string QuantGemm::path(int M) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (bool r : {false, true}) {
+    auto it = prepared_.find({M, r});
+    if (it == prepared_.end()) continue;
+    if (it->second.fused) return std::string(QuantTypeName(q_)) + " cublasLt outer-vector scales";
+    return std::string(QuantTypeName(q_)) +
+           (q_ == QuantType::kInt8 ? " imma int32 + dequant epilogue"
+                                   : " fp32 acc + dequant epilogue");
+  }
+  return "(not prepared)";
+}
+
+void QuantGemm::Run(const void* xq, int M, void* y, const void* residual, void* acc,
+                    LtWorkspace& ws, cudaStream_t s) {
+  if (M == 0) return;
+  if (!xq || !y) throw Error("QuantGemm::Run: null xq or y");
+  Prepared p;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = prepared_.find({M, residual != nullptr});
+    if (it == prepared_.end()) {
+      lock.unlock();
+      Prepare(M, residual != nullptr, ws, s);
+      lock.lock();
+      it = prepared_.find({M, residual != nullptr});
+    }
+    p = it->second;
+  }
+  if (p.fused) {
+    const float alpha = 1.f, beta = p.beta_one ? 1.f : 0.f;
+    CUBLAS_CHECK(cublasLtMatmul(ws.handle(), p.desc, &alpha, w_, p.a, xq, p.b, &beta,
+                                p.beta_one ? residual : y, p.c, y, p.d, &p.algo, ws.workspace(),
+                                ws.workspace_bytes(), s));
+    return;
+  }
+  if (!acc) throw Error("QuantGemm::Run: this path needs an accumulator scratch (AccBytes)");
+  if (q_ == QuantType::kInt8) {
+    const int32_t alpha = 1, beta = 0;
+    CUBLAS_CHECK(cublasLtMatmul(ws.handle(), p.desc, &alpha, w_, p.a, xq, p.b, &beta, acc, p.c,
+                                acc, p.d, &p.algo, ws.workspace(), ws.workspace_bytes(), s));
+  } else {
+    const float alpha = 1.f, beta = 0.f;
+    CUBLAS_CHECK(cublasLtMatmul(ws.handle(), p.desc, &alpha, w_, p.a, xq, p.b, &beta, acc, p.c,
+                                acc, p.d, &p.algo, ws.workspace(), ws.workspace_bytes(), s));
+  }
+  const int act = ActCode(epilogue_);
+  const int64_t total = int64_t(M) * N_;
+  DispatchDType(out_, [&](auto tag) {
+    using T = decltype(tag);
+    if (q_ == QuantType::kInt8) {
+      DequantEpilogueKernel<int32_t, T><<<GridFor(total, 256), 256, 0, s>>>(
+          static_cast<const int32_t*>(acc), M, N_, out_scale_, bias_f32_, act,
+          static_cast<const T*>(residual), static_cast<T*>(y));
+    } else {
+      DequantEpilogueKernel<float, T><<<GridFor(total, 256), 256, 0, s>>>(
+          static_cast<const float*>(acc), M, N_, out_scale_, bias_f32_, act,
+          static_cast<const T*>(residual), static_cast<T*>(y));
+    }
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace hotline::engine::cuda

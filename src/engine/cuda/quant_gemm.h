@@ -1,0 +1,100 @@
+// INT8 and FP8 (E4M3) GEMMs through cuBLASLt with the quantisation scales folded into the
+// epilogue: y[M, N] = epilogue(x_scale * w_scale[n] * (xq[M, K] . wq[K, N]) + bias[n])
+// (+ residual), written in FP16, BF16 or FP32.
+//
+// Scales: activations per tensor (x_scale = calibrated amax / qmax, fixed when the plan is built:
+// no dynamic range computation on the hot path); weights per output channel, symmetric
+// (w_scale[n] = max_k |W[k][n]| / qmax), quantised here from the FP32 weights. qmax = 127 (INT8)
+// or 448 (E4M3's largest finite value).
+//
+// Paths (chosen per row count M by what cuBLASLt offers on this GPU, reported by path()):
+//   INT8: IMMA (TN, int32 accumulation) into an int32 [M, ldn] scratch, then our dequantising
+//         epilogue kernel (scales, bias, activation, residual, output type) in one pass.
+//   FP8:  cuBLASLt with per-channel x per-token scale vectors (OUTER_VEC_32F) and its bias / GELU
+//         epilogue straight into the output type ("fused"); where the library refuses that, FP8
+//         into an FP32 scratch and our dequantising epilogue ("fp32 acc + epilogue").
+// FP8 needs sm_89 or newer (QuantTypeSupported). Shapes: K and N multiples of 16.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/gemm.h"
+#include "engine/cuda/kernels.h"
+
+namespace hotline::engine::cuda {
+
+enum class QuantType { kInt8, kFp8E4M3 };
+const char* QuantTypeName(QuantType q);  // "int8", "fp8_e4m3"
+float QuantMax(QuantType q);             // 127 or 448
+// Whether the current device can run this type through cuBLASLt (INT8: sm_75+, FP8: sm_89+).
+bool QuantTypeSupported(QuantType q);
+
+// xq[i] = saturate(round_to_nearest_even(x[i] / x_scale)) in q's type (INT8: [-127, 127];
+// FP8: E4M3, saturating to +-448). x in `src` type (FP32/FP16/BF16). n any; no alignment needed.
+void QuantizeActivations(DType src, const void* x, int64_t n, float x_scale, QuantType q,
+                         void* xq, cudaStream_t stream);
+
+class QuantGemm {
+ public:
+  // weight_kn: host FP32 [K, N]; bias: host FP32 [N] or null. epilogue: kNone, kBias,
+  // kBiasGelu (exact erf), kBiasGeluTanh or kBiasTanh. Throws hotline::Error on bad sizes, an
+  // unsupported type for this GPU, or x_scale <= 0.
+  QuantGemm(const float* weight_kn, int K, int N, const float* bias, GemmEpilogue epilogue,
+            QuantType q, float x_scale, DType out_dtype);
+  ~QuantGemm();
+  QuantGemm(const QuantGemm&) = delete;
+  QuantGemm& operator=(const QuantGemm&) = delete;
+
+  // Chooses the path and algorithm for M rows (outside graph capture; may allocate).
+  void Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t stream);
+  // y[M, N] (+)= ... from quantised activations xq [M, K]. `acc` is a scratch of at least
+  // AccBytes(M) bytes (may be null when AccBytes(M) == 0), private to this stream. residual
+  // [M, N] in out_dtype may alias y.
+  void Run(const void* xq, int M, void* y, const void* residual, void* acc, LtWorkspace& ws,
+           cudaStream_t stream);
+  size_t AccBytes(int M) const;  // 0 when the chosen path needs no scratch (call Prepare first)
+
+  int K() const { return K_; }
+  int N() const { return N_; }
+  QuantType type() const { return q_; }
+  float x_scale() const { return x_scale_; }
+  const std::vector<float>& weight_scales() const { return w_scale_host_; }
+  size_t weight_bytes() const;  // quantised weights + scales + bias
+  std::string path(int M) const;
+
+ private:
+  struct Prepared {
+    bool fused = false;  // FP8 with cuBLASLt's scaling and epilogue; else int32/FP32 scratch
+    bool beta_one = false;
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo;
+  };
+  bool TryPrepare(int M, bool fused, bool beta_one, LtWorkspace& ws, Prepared* p);
+  static void Destroy(Prepared* p);
+
+  int K_, N_;
+  GemmEpilogue epilogue_;
+  QuantType q_;
+  float x_scale_;
+  DType out_;
+  std::vector<float> w_scale_host_;
+  void* w_ = nullptr;          // [N, K] int8 or e4m3
+  float* w_scale_ = nullptr;   // [N] per-channel weight scales
+  float* x_scale_vec_ = nullptr;  // [kMaxRows] x_scale repeated (FP8 outer-vector scaling)
+  float* out_scale_ = nullptr;    // [N] x_scale * w_scale (our epilogue)
+  void* bias_ = nullptr;       // [N] in out_dtype (cuBLASLt's epilogue)
+  float* bias_f32_ = nullptr;  // [N] FP32 (our epilogue)
+  mutable std::mutex mu_;
+  std::map<std::pair<int, bool>, Prepared> prepared_;
+  static constexpr int kMaxRows = 65536;
+};
+
+}  // namespace hotline::engine::cuda

@@ -1,0 +1,328 @@
+#include "frontends/dialog_service.h"
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace hotline::frontends {
+
+DialogMetrics::DialogMetrics(serving::MetricsRegistry& r)
+    : calls(r.AddCounter("hotline_dialog_calls_total", "Calls ended, by outcome and department",
+                         {"outcome", "department"})),
+      turns_per_call(r.AddHistogram("hotline_dialog_turns_per_call", "Caller turns per ended call",
+                                    {"outcome"}, {1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30})),
+      turns(r.AddCounter("hotline_dialog_turns_total", "Caller turns answered, by action",
+                         {"action"})),
+      handoffs(r.AddCounter("hotline_dialog_handoffs_total",
+                            "Turns that handed the caller to a person")),
+      slots_reasked(r.AddCounter("hotline_dialog_slots_reasked_total",
+                                 "Turns that asked again for a slot already asked for")),
+      work_orders(
+          r.AddCounter("hotline_dialog_work_orders_total", "Work orders created", {"department"})),
+      turn_seconds(r.AddHistogram("hotline_dialog_turn_seconds",
+                                  "Per caller turn, arrival to reply (NLU and dialog step)", {},
+                                  serving::LatencyBuckets())) {
+  // Series without labels exist from the start (at 0), so a rate over them is defined at once.
+  handoffs.WithLabels({});
+  slots_reasked.WithLabels({});
+  turn_seconds.WithLabels({});
+}
+
+bool ValidCallId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+ConverseResult DialogService::ConverseSync(ConverseCall call) {
+  auto promise = std::make_shared<std::promise<ConverseResult>>();
+  auto future = promise->get_future();
+  Converse(std::move(call), [promise](ConverseResult r) { promise->set_value(std::move(r)); });
+  return future.get();
+}
+
+Status DialogService::EndCallSync(const std::string& call_id, dialog::CallSummary* out) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  EndCall(call_id, [&promise, out](Status s, dialog::CallSummary summary) {
+    *out = std::move(summary);
+    promise.set_value(std::move(s));
+  });
+  return future.get();
+}
+
+Status DialogService::GetWorkOrderSync(const std::string& id, dialog::WorkOrder* out) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  GetWorkOrder(id, [&promise, out](Status s, dialog::WorkOrder order) {
+    *out = std::move(order);
+    promise.set_value(std::move(s));
+  });
+  return future.get();
+}
+
+#if HOTLINE_HAVE_DIALOG
+
+namespace {
+
+double SecondsSince(serving::TimePoint start) {
+  return std::chrono::duration<double>(serving::Clock::now() - start).count();
+}
+
+Status BadCallId(const std::string& what, const std::string& id) {
+  // The id is caller input: its length is reported, never its bytes (it may hold a phone number).
+  return Status(Code::kInvalidArgument,
+                what + " must be 1 to 128 characters of A-Z a-z 0-9 _ . : -; got " +
+                    (id.empty() ? std::string("an empty one")
+                                : "one of " + std::to_string(id.size()) + " bytes that is not"));
+}
+
+// A call id as logged: masked (a caller may use a phone number as the id), and not at all when
+// malformed (it could be anything, of any size).
+std::string LoggedId(const std::string& id) {
+  return ValidCallId(id) ? serving::RedactPii(id) : std::string("(malformed)");
+}
+
+class DialogServiceImpl final : public DialogService {
+ public:
+  DialogServiceImpl(serving::Service* service, std::unique_ptr<dialog::DialogManager> manager,
+                    DialogMetrics* metrics, serving::Logger* logger, int workers)
+      : service_(service), manager_(std::move(manager)), metrics_(metrics), logger_(logger) {
+    for (int i = 0; i < std::max(1, workers); ++i) threads_.emplace_back([this] { Work(); });
+  }
+  ~DialogServiceImpl() override { Shutdown(); }
+
+  void Converse(ConverseCall call, std::function<void(ConverseResult)> done) override {
+    const serving::TimePoint start = serving::Clock::now();
+    auto refuse = [&](Status st) {
+      Count(ConverseResult{st, {}, {}, {}}, call.call_id, start);
+      done(ConverseResult{std::move(st), {}, {}, {}});
+    };
+    if (!ValidCallId(call.call_id)) return refuse(BadCallId("call_id", call.call_id));
+    if (call.text.empty()) {
+      return refuse(
+          Status(Code::kInvalidArgument, "text is empty; a turn needs what the caller said"));
+    }
+    if (stopping()) return refuse(Status(Code::kUnavailable, "the server is shutting down"));
+    serving::UnderstandCall u;
+    u.texts.push_back(call.text);
+    u.reference_time = call.reference_time;
+    u.deadline = call.deadline;
+    u.cancelled = call.cancelled;
+    u.request_id = call.call_id;
+    auto shared = std::make_shared<ConverseCall>(std::move(call));
+    auto shared_done = std::make_shared<std::function<void(ConverseResult)>>(std::move(done));
+    // Runs on a batcher thread: hand the dialog step (store I/O) to a dialog worker at once.
+    service_->Understand(std::move(u), [this, shared, shared_done,
+                                        start](serving::UnderstandReply r) {
+      if (!r.status.ok()) {
+        ConverseResult out;
+        out.status = std::move(r.status);
+        Count(out, shared->call_id, start);
+        return (*shared_done)(std::move(out));
+      }
+      auto understanding = std::make_shared<nlu::Understanding>(std::move(r.results.at(0)));
+      Post(
+          [this, shared, shared_done, understanding, start] {
+            ConverseResult out;
+            out.understanding = *understanding;
+            try {
+              const auto now = shared->reference_time.value_or(std::chrono::system_clock::now());
+              out.reply = manager_->Turn(shared->call_id, shared->text, *understanding, now);
+              out.action = std::string(dialog::ActionName(out.reply.action));
+            } catch (const Error& e) {
+              out.status = Status::FromError(e);
+            } catch (const std::exception& e) {
+              out.status = Status(Code::kInternal, std::string("dialog step failed: ") + e.what());
+            }
+            Count(out, shared->call_id, start);
+            (*shared_done)(std::move(out));
+          },
+          [shared_done] {
+            (*shared_done)(ConverseResult{
+                Status(Code::kUnavailable, "the server is shutting down"), {}, {}, {}});
+          });
+    });
+  }
+
+  void EndCall(const std::string& call_id,
+               std::function<void(Status, dialog::CallSummary)> done) override {
+    if (!ValidCallId(call_id)) return done(BadCallId("call_id", call_id), {});
+    auto shared_done =
+        std::make_shared<std::function<void(Status, dialog::CallSummary)>>(std::move(done));
+    Post(
+        [this, call_id, shared_done] {
+          dialog::CallSummary summary;
+          Status st;
+          try {
+            summary = manager_->EndCall(call_id);
+          } catch (const Error& e) {
+            st = Status::FromError(e);
+          } catch (const std::exception& e) {
+            st = Status(Code::kInternal, std::string("ending the call failed: ") + e.what());
+          }
+          if (st.ok() && metrics_) {
+            const std::string dept = summary.department.empty() ? "none" : summary.department;
+            metrics_->calls.WithLabels({summary.outcome, dept}).Inc();
+            metrics_->turns_per_call.WithLabels({summary.outcome}).Observe(summary.turns);
+          }
+          if (logger_) {
+            nlohmann::json f = {{"call_id", LoggedId(call_id)}, {"code", CodeName(st.code())}};
+            if (st.ok()) {
+              f["outcome"] = summary.outcome;
+              f["intent"] = summary.intent;
+              f["department"] = summary.department;
+              f["turns"] = summary.turns;
+              f["work_order_id"] = serving::RedactPii(summary.work_order_id);
+              logger_->Info("end_call", std::move(f));
+            } else {
+              f["error"] = serving::RedactPii(st.message());
+              logger_->Warn("end_call", std::move(f));
+            }
+          }
+          (*shared_done)(std::move(st), std::move(summary));
+        },
+        [shared_done] {
+          (*shared_done)(Status(Code::kUnavailable, "the server is shutting down"), {});
+        });
+  }
+
+  void GetWorkOrder(const std::string& id,
+                    std::function<void(Status, dialog::WorkOrder)> done) override {
+    if (!ValidCallId(id)) return done(BadCallId("work order id", id), {});
+    auto shared_done =
+        std::make_shared<std::function<void(Status, dialog::WorkOrder)>>(std::move(done));
+    Post(
+        [this, id, shared_done] {
+          Status st;
+          dialog::WorkOrder order;
+          try {
+            std::optional<dialog::WorkOrder> found = manager_->GetWorkOrder(id);
+            if (found) {
+              order = std::move(*found);
+            } else {
+              st = Status(Code::kNotFound, "no work order with id " + serving::RedactPii(id));
+            }
+          } catch (const Error& e) {
+            st = Status::FromError(e);
+          } catch (const std::exception& e) {
+            st = Status(Code::kInternal, std::string("work order lookup failed: ") + e.what());
+          }
+          (*shared_done)(std::move(st), std::move(order));
+        },
+        [shared_done] {
+          (*shared_done)(Status(Code::kUnavailable, "the server is shutting down"), {});
+        });
+  }
+
+  void Shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  bool stopping() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+
+  // Queues `job` for a worker; runs `refused` inline when the pool has stopped.
+  void Post(std::function<void()> job, std::function<void()> refused) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stop_) {
+        jobs_.push_back(std::move(job));
+        cv_.notify_one();
+        return;
+      }
+    }
+    refused();
+  }
+
+  // Workers drain the queue before they exit, so every accepted job answers its caller.
+  void Work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  void Count(const ConverseResult& r, const std::string& call_id, serving::TimePoint start) {
+    const double seconds = SecondsSince(start);
+    if (metrics_) {
+      metrics_->turn_seconds.WithLabels({}).Observe(seconds);
+      metrics_->turns.WithLabels({r.status.ok() ? r.action : "error"}).Inc();
+      if (r.status.ok()) {
+        if (r.reply.action == dialog::Action::kHandoff) metrics_->handoffs.WithLabels({}).Inc();
+        if (r.reply.slots_reasked > 0) {
+          metrics_->slots_reasked.WithLabels({}).Inc(r.reply.slots_reasked);
+        }
+        if (!r.reply.work_order_id.empty()) {
+          metrics_->work_orders
+              .WithLabels({r.reply.department.empty() ? "none" : r.reply.department})
+              .Inc();
+        }
+      }
+    }
+    if (!logger_) return;
+    // Never the caller's text or slot values: only ids (masked) and labels.
+    nlohmann::json f = {{"call_id", LoggedId(call_id)},
+                        {"code", CodeName(r.status.code())},
+                        {"latency_ms", seconds * 1000}};
+    if (r.status.ok()) {
+      f["turn_intent"] = r.understanding.intent;
+      f["intent"] = r.reply.intent;
+      f["action"] = r.action;
+      f["done"] = r.reply.done;
+      if (!r.reply.work_order_id.empty()) {
+        f["work_order_id"] = serving::RedactPii(r.reply.work_order_id);
+      }
+      logger_->Info("converse", std::move(f));
+    } else {
+      f["error"] = serving::RedactPii(r.status.message());
+      logger_->Warn("converse", std::move(f));
+    }
+  }
+
+  serving::Service* const service_;
+  std::unique_ptr<dialog::DialogManager> manager_;
+  DialogMetrics* const metrics_;
+  serving::Logger* const logger_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+std::unique_ptr<DialogService> CreateDialogService(serving::Service* service,
+                                                   std::unique_ptr<dialog::DialogManager> manager,
+                                                   DialogMetrics* metrics, serving::Logger* logger,
+                                                   int workers) {
+  return std::make_unique<DialogServiceImpl>(service, std::move(manager), metrics, logger, workers);
+}
+
+#endif  // HOTLINE_HAVE_DIALOG
+
+}  // namespace hotline::frontends
