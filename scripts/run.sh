@@ -33,7 +33,7 @@ A call (config/server.yaml's dialog: section; work orders go to var/work_orders.
 
   curl -s -X POST http://127.0.0.1:8080/v1/converse -H 'Content-Type: application/json' \
        -d '{"call_id": "demo-1", "text": "我家停水了"}'
-  curl -s -X POST http://127.0.0.1:8080/v1/calls/demo-1/end
+  curl -s -X POST http://127.0.0.1:8080/v1/calls/demo-1/end -d '{}'
   build/hotline chat --server 127.0.0.1:50051 --show-nlu     # a call from the terminal
 
 MSG

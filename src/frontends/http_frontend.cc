@@ -209,6 +209,31 @@ void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
   server.Get("/v2/health/live", live);
   server.Get("/readyz", ready);
   server.Get("/v2/health/ready", ready);
+  // httplib's own refusals come with an empty body: a request it cannot read (a POST without
+  // Content-Length, e.g. `curl -X POST` with no -d), an unknown route, a wrong method. Give them
+  // the same JSON error shape as ours, keeping the status; our handlers' errors already have one.
+  const httplib::Server::HandlerWithResponse fill_empty_error = [](const httplib::Request& req,
+                                                                   httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message = "HTTP error " + std::to_string(res.status);
+    Code code = Code::kUnknown;
+    if (res.status == 400) {
+      code = Code::kInvalidArgument;
+      message = "the request could not be read: a POST needs a body with Content-Length "
+                "(send {} when there are no fields)";
+    } else if (res.status == 404) {
+      code = Code::kNotFound;
+      message = "no route for " + req.method + " " + req.path;
+    } else if (res.status == 405) {
+      code = Code::kUnimplemented;
+      message = "method " + req.method + " is not allowed here";
+    }
+    nlohmann::json body = {{"code", CodeName(code)}, {"message", message}};
+    res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                    "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  };
+  server.set_error_handler(fill_empty_error);
   // Anything a handler throws becomes a 500 with a JSON body, never a dropped connection.
   server.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

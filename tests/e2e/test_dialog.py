@@ -8,6 +8,7 @@ Expectations come from the scripts (written from the taxonomy and the dialog's r
 runs of this code), from SQLite's own integrity check, and from counting what the test itself saw.
 """
 import collections
+import json
 import os
 import re
 import shlex
@@ -196,6 +197,20 @@ def test_errors_map_to_grpc_and_http_codes(stubs, dserver):
     assert http("/v1/calls/e2e-never-started/end", b"", method="POST") == (404, "NOT_FOUND")
     assert http("/v1/calls/bad%20id/end", b"", method="POST")[0] in (400, 404)
     assert http("/v1/work-orders/WO-none-1", None) == (404, "NOT_FOUND")
+    assert http("/v1/no-such-route", None) == (404, "NOT_FOUND")
+
+    # httplib's own refusals get our JSON error shape too: a POST without Content-Length (what
+    # `curl -X POST URL` sends) cannot be read, and says how to send it.
+    import socket
+    with socket.create_connection(("127.0.0.1", dserver.http_port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/calls/e2e-h3/end HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        raw_reply = b""
+        while chunk := sock.recv(65536):
+            raw_reply += chunk
+    head, _, payload = raw_reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), head
+    err = json.loads(payload)
+    assert err["code"] == "INVALID_ARGUMENT" and "Content-Length" in err["message"], err
 
 
 def test_a_turn_returns_the_nlu_and_the_call_state_over_both_transports(stubs, dserver):
