@@ -21,14 +21,13 @@ peer per process so peak RSS is that case's).
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from cpu_peers import inputs_np, onnx_path, ort_runner, pct  # noqa: E402
+from cpu_peers import measure_and_print, onnx_path, ort_runner  # noqa: E402
 
 
 def calib_sequences(calib, vocab, max_lines, max_len=64):
@@ -113,25 +112,7 @@ def main():
     if not os.path.exists(path):
         sys.exit(f"cpu_int8_peers: {path} missing (run with --prepare first)")
     run = ort_runner(path, a.threads, spin=bool(a.spin))
-    feed = inputs_np(a.batch, a.seq)
-    for _ in range(a.warmup):
-        run(feed)
-    ts = []
-    t0 = time.perf_counter()
-    for _ in range(a.iters):
-        t = time.perf_counter()
-        run(feed)
-        ts.append((time.perf_counter() - t) * 1e3)
-        if time.perf_counter() - t0 > a.max_seconds and len(ts) >= 10:
-            break
-    p50 = pct(ts, 0.5)
-    print(json.dumps({
-        "peer": a.peer, "size": a.size, "batch": a.batch, "seq": a.seq, "iters": len(ts),
-        "latency_ms": {"p50": round(p50, 4), "p90": round(pct(ts, 0.9), 4),
-                       "p99": round(pct(ts, 0.99), 4)},
-        "seq_per_s": round(a.batch / (p50 / 1e3), 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-    }))
+    measure_and_print(run, a)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,30 @@ def pct(xs, p):
     return s[min(len(s) - 1, int(p * len(s)))]
 
 
+def measure_and_print(run, a):
+    """Warm up, time a.iters runs (at most a.max_seconds once 10 are done) of one batch of
+    a.batch x a.seq, and print one JSON line: latency percentiles, seq/s at p50, peak RSS."""
+    feed = inputs_np(a.batch, a.seq)
+    for _ in range(a.warmup):
+        run(feed)
+    ts = []
+    t0 = time.perf_counter()
+    for _ in range(a.iters):
+        t = time.perf_counter()
+        run(feed)
+        ts.append((time.perf_counter() - t) * 1e3)
+        if time.perf_counter() - t0 > a.max_seconds and len(ts) >= 10:
+            break
+    p50 = pct(ts, 0.5)
+    print(json.dumps({
+        "peer": a.peer, "size": a.size, "batch": a.batch, "seq": a.seq, "iters": len(ts),
+        "latency_ms": {"p50": round(p50, 4), "p90": round(pct(ts, 0.9), 4),
+                       "p99": round(pct(ts, 0.99), 4)},
+        "seq_per_s": round(a.batch / (p50 / 1e3), 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", choices=["ort", "ort_opt", "ort_nospin", "torch", "torch_bf16"])
@@ -128,25 +152,7 @@ def main():
         run = ort_runner(p, a.threads)
     else:
         run = torch_runner(a.models, a.size, a.threads, a.peer == "torch_bf16")
-    feed = inputs_np(a.batch, a.seq)
-    for _ in range(a.warmup):
-        run(feed)
-    ts = []
-    t0 = time.perf_counter()
-    for _ in range(a.iters):
-        t = time.perf_counter()
-        run(feed)
-        ts.append((time.perf_counter() - t) * 1e3)
-        if time.perf_counter() - t0 > a.max_seconds and len(ts) >= 10:
-            break
-    p50 = pct(ts, 0.5)
-    print(json.dumps({
-        "peer": a.peer, "size": a.size, "batch": a.batch, "seq": a.seq, "iters": len(ts),
-        "latency_ms": {"p50": round(p50, 4), "p90": round(pct(ts, 0.9), 4),
-                       "p99": round(pct(ts, 0.99), 4)},
-        "seq_per_s": round(a.batch / (p50 / 1e3), 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-    }))
+    measure_and_print(run, a)
 
 
 if __name__ == "__main__":

@@ -112,33 +112,44 @@ def make_repo(root: Path):
 
 
 class ServerProcess:
-    def __init__(self, workdir: Path, repo: Path, extra_config: str = ""):
+    """`hotline serve` on free ports with a generated config, started and waited for. Subclasses
+    change what the config holds (config_body) and where the server runs (cwd)."""
+
+    def __init__(self, workdir: Path, repo: Path, extra_config: str = "", name: str = "server",
+                 cwd: Path = None):
+        workdir.mkdir(parents=True, exist_ok=True)
         self.grpc_port, self.http_port = free_ports(2)
-        self.config = workdir / "server.yaml"
+        self.config = workdir / f"{name}.yaml"
         self.config.write_text(
             f"host: 127.0.0.1\ngrpc_port: {self.grpc_port}\nhttp_port: {self.http_port}\n"
-            f"model_repository: {repo}\nstartup_models: [tiny, tiny_small_queue]\n"
-            f"default_model: tiny\nadmin_token: {ADMIN_TOKEN}\nlog_requests: true\n"
-            + extra_config)
-        self.log_path = workdir / "server.log"
+            + self.config_body(repo) + extra_config)
+        self.log_path = workdir / f"{name}.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([hotline_bin(), "serve", "--config", str(self.config)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=str(workdir))
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     cwd=str(cwd or workdir))
         self.wait_ready()
+
+    def config_body(self, repo: Path) -> str:
+        return (f"model_repository: {repo}\nstartup_models: [tiny, tiny_small_queue]\n"
+                f"default_model: tiny\nadmin_token: {ADMIN_TOKEN}\nlog_requests: true\n")
 
     @property
     def target(self):
         return f"127.0.0.1:{self.grpc_port}"
 
-    def http(self, path, body=None, headers=None, method=None):
+    def raw_http(self, path, body=None, headers=None, method=None, timeout=30):
         """(status, body bytes) of an HTTP request; error statuses are returned, not raised."""
         req = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}", data=body,
                                      headers=headers or {}, method=method)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
+
+    def http(self, path, body=None, headers=None, method=None):
+        return self.raw_http(path, body, headers, method)
 
     def wait_ready(self, timeout=240):
         deadline = time.time() + timeout
@@ -147,7 +158,7 @@ class ServerProcess:
                 raise RuntimeError(f"hotline serve exited with {self.proc.returncode}:\n"
                                    + self.log_path.read_text()[-4000:])
             try:
-                if self.http("/readyz")[0] == 200:
+                if self.raw_http("/readyz")[0] == 200:
                     return
             except OSError:
                 pass
@@ -169,7 +180,7 @@ class ServerProcess:
         return self.proc.returncode
 
     def metrics(self):
-        status, body = self.http("/metrics")
+        status, body = self.raw_http("/metrics")
         assert status == 200
         return body.decode()
 

@@ -3,18 +3,14 @@ model (models/default), Redis started through the project's scripts/redis.sh, th
 tests/dialog/*.jsonl and a runner that plays one over gRPC or HTTP."""
 import datetime
 import json
-import os
 import re
 import signal
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import grpc
 
-from conftest import ROOT, free_ports, hotline_bin
+from conftest import ROOT, ServerProcess, free_ports
 
 DEFAULT_MODEL = ROOT / "models" / "default"
 SCRIPTS = ROOT / "tests" / "dialog"
@@ -33,83 +29,43 @@ def model_repo(root: Path) -> Path:
     return root
 
 
-class DialogServer:
+class DialogServer(ServerProcess):
     """`hotline serve` with a dialog: section, run from the repository root so config/dialog.yaml
     and config/answers resolve as they do for `make run`."""
 
     def __init__(self, workdir: Path, repo: Path, work_order_db: Path, session_store="memory",
                  name="server"):
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.grpc_port, self.http_port = free_ports(2)
         self.work_order_db = work_order_db
-        self.config = workdir / f"{name}.yaml"
-        self.config.write_text(
-            f"host: 127.0.0.1\ngrpc_port: {self.grpc_port}\nhttp_port: {self.http_port}\n"
-            f"model_repository: {repo}\nstartup_models: [default]\ndefault_model: default\n"
-            f"log_requests: true\n"
-            f"dialog:\n  config: {ROOT / 'config' / 'dialog.yaml'}\n"
-            f"  session_store: {session_store}\n  work_order_db: {work_order_db}\n"
-            f"  workers: 4\n")
-        self.log_path = workdir / f"{name}.log"
-        LOG_FILES.append(self.log_path)
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([hotline_bin(), "serve", "--config", str(self.config)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+        self.session_store = session_store
         self.channel = None
-        self.wait_ready()
+        LOG_FILES.append(workdir / f"{name}.log")
+        super().__init__(workdir, repo, name=name, cwd=ROOT)
         self.channel = grpc.insecure_channel(self.target)
 
-    @property
-    def target(self):
-        return f"127.0.0.1:{self.grpc_port}"
+    def config_body(self, repo: Path) -> str:
+        return (f"model_repository: {repo}\nstartup_models: [default]\ndefault_model: default\n"
+                f"log_requests: true\n"
+                f"dialog:\n  config: {ROOT / 'config' / 'dialog.yaml'}\n"
+                f"  session_store: {self.session_store}\n  work_order_db: {self.work_order_db}\n"
+                f"  workers: 4\n")
 
     def http(self, path, body=None, method=None, headers=None):
         """(status, parsed JSON or raw bytes) of an HTTP request; error statuses are returned."""
         data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}", data=data,
-                                     headers=headers or {"Content-Type": "application/json"},
-                                     method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                status, raw = r.status, r.read()
-        except urllib.error.HTTPError as e:
-            status, raw = e.code, e.read()
+        status, raw = self.raw_http(path, data, headers or {"Content-Type": "application/json"},
+                                    method, timeout=60)
         try:
             return status, json.loads(raw)
         except ValueError:
             return status, raw
 
     def wait_ready(self, timeout=300):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"hotline serve exited with {self.proc.returncode}:\n"
-                                   + self.log_path.read_text()[-4000:])
-            try:
-                if self.http("/readyz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("hotline serve not ready in time:\n" + self.log_path.read_text()[-4000:])
-
-    def metrics(self):
-        status, body = self.http("/metrics")
-        assert status == 200
-        return body.decode() if isinstance(body, bytes) else str(body)
+        super().wait_ready(timeout)
 
     def stop(self, timeout=60):
         if self.channel is not None:
             self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
+        return super().stop(timeout)
 
     def kill(self):
         """SIGKILL: no shutdown code runs."""

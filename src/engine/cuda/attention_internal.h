@@ -2,9 +2,12 @@
 // attention_mma.cu).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/cuda/kernels.h"
 
@@ -13,6 +16,23 @@ namespace hotline::engine::cuda::detail {
 // Raises a kernel's dynamic shared memory limit once per (kernel, device): the first launch
 // happens in an eager run, so graph captures never call cudaFuncSetAttribute.
 void AllowDynamicSmem(const void* kernel, int bytes);
+
+// The tensor-core paths' common dispatch: calls launch(T{}, std::integral_constant<int, D>{}) for
+// T in {__half, __nv_bfloat16} and D in {32, 64, 128} and returns true; false for anything else.
+template <typename Launch>
+bool DispatchHalfHeadDim(DType dtype, int head_dim, Launch&& launch) {
+  auto by_dim = [&](auto tag) {
+    switch (head_dim) {
+      case 32: launch(tag, std::integral_constant<int, 32>{}); return true;
+      case 64: launch(tag, std::integral_constant<int, 64>{}); return true;
+      case 128: launch(tag, std::integral_constant<int, 128>{}); return true;
+      default: return false;
+    }
+  };
+  if (dtype == DType::kF16) return by_dim(__half{});
+  if (dtype == DType::kBF16) return by_dim(__nv_bfloat16{});
+  return false;
+}
 
 // FP16/BF16, head_dim in {32, 64, 128}: flash-style WMMA kernel. Returns false when the
 // combination has no fast path (the caller then uses the exact kernel).

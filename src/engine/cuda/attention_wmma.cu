@@ -164,27 +164,14 @@ void Launch(const void* qkv, const int32_t* cu, int batch, int max_seqlen, int h
   CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-bool LaunchFor(int head_dim, const void* qkv, const int32_t* cu, int batch, int max_seqlen,
-               int heads, float scale, void* ctx, cudaStream_t s) {
-  switch (head_dim) {
-    case 32: Launch<T, 32>(qkv, cu, batch, max_seqlen, heads, scale, ctx, s); return true;
-    case 64: Launch<T, 64>(qkv, cu, batch, max_seqlen, heads, scale, ctx, s); return true;
-    case 128: Launch<T, 128>(qkv, cu, batch, max_seqlen, heads, scale, ctx, s); return true;
-    default: return false;
-  }
-}
-
 }  // namespace
 
 bool LaunchAttentionWmma(DType dtype, const void* qkv, const int32_t* cu, int batch,
                          int max_seqlen, int heads, int head_dim, float scale, void* ctx,
                          cudaStream_t s) {
-  if (dtype == DType::kF16)
-    return LaunchFor<__half>(head_dim, qkv, cu, batch, max_seqlen, heads, scale, ctx, s);
-  if (dtype == DType::kBF16)
-    return LaunchFor<__nv_bfloat16>(head_dim, qkv, cu, batch, max_seqlen, heads, scale, ctx, s);
-  return false;
+  return DispatchHalfHeadDim(dtype, head_dim, [&](auto tag, auto dim) {
+    Launch<decltype(tag), decltype(dim)::value>(qkv, cu, batch, max_seqlen, heads, scale, ctx, s);
+  });
 }
 
 }  // namespace hotline::engine::cuda::detail

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "base/spoken_digits.h"
+
 namespace hotline::nlu::internal {
 
 std::optional<std::u32string> DecodeUtf8(std::string_view text) {
@@ -111,33 +113,13 @@ bool MatchAt(std::u32string_view s, size_t pos, std::u32string_view word) {
 
 namespace {
 
-// A Chinese digit for numerals (not the phone-only 幺/洞): 0-9, or -1.
+// A Chinese digit for numerals: base/spoken_digits.h's table without the phone-only 幺/洞 and
+// without Arabic digits (which callers parse themselves), plus the financial forms when asked.
 int NumeralDigit(char32_t c, bool financial) {
-  switch (c) {
-    case U'零':
-    case U'〇':
-      return 0;
-    case U'一':
-      return 1;
-    case U'二':
-    case U'两':
-      return 2;
-    case U'三':
-      return 3;
-    case U'四':
-      return 4;
-    case U'五':
-      return 5;
-    case U'六':
-      return 6;
-    case U'七':
-      return 7;
-    case U'八':
-      return 8;
-    case U'九':
-      return 9;
-    default:
-      break;
+  const bool arabic = (c >= U'0' && c <= U'9') || (c >= 0xFF10 && c <= 0xFF19);
+  if (!arabic && c != U'幺' && c != U'洞') {
+    const int d = SpokenDigit(c);
+    if (d >= 0) return d;
   }
   if (!financial) return -1;
   switch (c) {
