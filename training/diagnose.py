@@ -136,6 +136,18 @@ def main(argv=None):
                                for ex, p in zip(exs, ipred) if ex["intent"] != p)
     for (g, p), n in conf.most_common(40):
         print(f"  {g:26s} -> {p:26s} {n}")
+    if trace:
+        print("\nintent errors by template (template: gold -> predicted x count, one example):")
+        err = collections.defaultdict(list)
+        for i, (ex, p) in enumerate(zip(exs, ipred)):
+            if ex["intent"] != p:
+                err[trace[i]].append((tax.intents[p], rows[i]["text"]))
+        lines_per_tpl = collections.Counter(trace)
+        for tpl, lst in sorted(err.items(), key=lambda kv: -len(kv[1])):
+            preds = collections.Counter(p for p, _ in lst)
+            gold_intent = rows[trace.index(tpl)]["intent"]
+            print(f"  {tpl:45s} {len(lst)}/{lines_per_tpl[tpl]} {gold_intent} -> "
+                  f"{dict(preds)}  e.g. {lst[0][1]}")
     print("\nexamples per error class:")
     for key in sorted(samples):
         print(f"--- {key[0]} {key[1]} ({len(samples[key])})")
