@@ -29,15 +29,22 @@ def main():
              for d in rows.get((case, engine), [])]
         return statistics.median(v) if v else None
 
+    def rng(case, engine, key):  # min-max over repetitions: the spread on a shared machine
+        v = [(d["latency_ms"]["p50"] if key == "p50" else d[key])
+             for d in rows.get((case, engine), [])]
+        return f"{min(v):.3g}-{max(v):.3g}" if v else "n/a"
+
     tsv = []
-    print("| batch x seq | engine | p50 latency ms | seq/s | peak RSS MB | reps |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| batch x seq | engine | p50 latency ms | (range) | seq/s | (range) | peak RSS MB "
+          "| reps |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for case in ("1x32", "32x32"):
         for e in ENGINES:
             if (case, e) not in rows:
                 continue
             p50, sps, rss = med(case, e, "p50"), med(case, e, "seq_per_s"), med(case, e, "peak_rss_mb")
-            print(f"| {case} | {e} | {p50:.3f} | {sps:.1f} | {rss:.1f} | {len(rows[(case, e)])} |")
+            print(f"| {case} | {e} | {p50:.3f} | {rng(case, e, 'p50')} | {sps:.1f} | "
+                  f"{rng(case, e, 'seq_per_s')} | {rss:.1f} | {len(rows[(case, e)])} |")
             c = "b" + case.replace("x", "s")
             tsv += [(c, e, "latency_p50", p50, "ms"), (c, e, "throughput", sps, "seq/s"),
                     (c, e, "peak_rss", rss, "MB")]

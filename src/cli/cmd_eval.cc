@@ -128,8 +128,22 @@ std::vector<std::string> ReadLines(const std::string& path) {
   return v;
 }
 
+// This process's own peak resident set size (VmHWM of /proc/self/status), in MB; -1 if unknown.
+// Not getrusage's ru_maxrss: Linux carries the parent's high-water mark into a spawned child at
+// exec (fork and vfork alike), so a child spawned after the parent built an INT8 plan would
+// report the parent's calibration peak as its own.
+double OwnPeakRssMb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // "  123 kB"
+  }
+  return -1;
+}
+
 // Runs this executable with `args` (stdout to `out_file`) and returns its exit status; `rss_mb`
-// gets the child's peak resident set size.
+// gets the child's peak resident set size as wait4 reports it: at least the parent's at the
+// time of the spawn (see OwnPeakRssMb), so prefer the figure the child prints itself.
 int RunChild(const std::vector<std::string>& args, const std::string& out_file, double* rss_mb) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -236,7 +250,9 @@ int ComparePrecisions(const Options& o) {
     row["slot_f1"] = res["slot_f1"];
     row["n"] = res["n"];
     row["plan_mb"] = double(fs::file_size(plan)) / 1e6;
-    row["peak_rss_mb"] = rss;
+    // The child's own VmHWM; wait4's figure is at least the parent's peak (OwnPeakRssMb).
+    const double own = res.value("peak_rss_mb", -1.0);
+    row["peak_rss_mb"] = own > 0 ? own : rss;
     row["seconds"] = res["seconds"];
     rows.push_back(row);
   }
@@ -302,7 +318,8 @@ hotline::cli::Registrar reg(
           for (const auto& p : s.predicted) out << p << "\n";
           if (!out) throw hotline::Error("cannot write '" + o->predictions + "'");
         }
-        const json j = ScoresJson(s);
+        json j = ScoresJson(s);
+        j["peak_rss_mb"] = OwnPeakRssMb();
         if (o->json) {
           std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
           return 0;

@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "base/error.h"
 
@@ -56,6 +58,33 @@ ValueInfo ValueInfoFromJson(const json& j) {
 }
 
 size_t Align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// float32 -> bf16, round to nearest even (NaN stays a quiet NaN).
+uint16_t ToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) return uint16_t(u >> 16 | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+// The initializers a plan stores as bf16 (plan.h, version 2): in a packed BF16 plan, the weights
+// of every fp32-typed GEMM (the backends compute them in bf16) and the fp32 word table of the
+// embedding (rounded to bf16: 2^-9 relative, the precision BF16 activations have anyway).
+std::set<std::string> Bf16Stored(const PlanData& plan) {
+  std::set<std::string> names;
+  if (plan.info.precision != Precision::kBF16 || plan.mode != "packed") return names;
+  for (const Node& n : plan.graph.nodes) {
+    size_t k = SIZE_MAX;
+    if ((n.op == "Dense" || n.op == "DenseLayerNorm") && n.s("quant", "").empty()) k = 1;
+    if (n.op == "EmbedLayerNorm" && !n.has("word_scale")) k = 2;
+    if (k < n.inputs.size() && !n.inputs[k].empty()) {
+      const HTensor* t = plan.graph.Const(n.inputs[k]);
+      if (t != nullptr && t->is_float()) names.insert(n.inputs[k]);
+    }
+  }
+  return names;
+}
 
 // A read-only mapping of a whole file.
 struct Mapping {
@@ -135,12 +164,17 @@ void WritePlan(const PlanData& plan, const std::string& path) {
   }
   j["extra"] = plan.extra;
   // Weights table.
+  const std::set<std::string> bf16 = Bf16Stored(plan);
+  auto stored_bytes = [&](const std::string& name, const HTensor& t) {
+    return size_t(t.numel()) * (bf16.count(name) ? 2 : t.is_float() ? 4 : 8);
+  };
   size_t offset = 0;
   json weights = json::array();
   for (const auto& [name, t] : plan.graph.initializers) {
-    const size_t bytes = size_t(t.numel()) * (t.is_float() ? 4 : 8);
+    const size_t bytes = stored_bytes(name, t);
     weights.push_back({{"name", name}, {"dtype", int(t.dtype)}, {"shape", t.shape},
                        {"offset", offset}, {"bytes", bytes}});
+    if (bf16.count(name)) weights.back()["storage"] = "bf16";
     offset = Align64(offset + bytes);
   }
   j["weights"] = weights;
@@ -162,9 +196,16 @@ void WritePlan(const PlanData& plan, const std::string& path) {
     f.write(pad.data(), std::streamsize(pad.size()));
     size_t written = 0;
     for (const auto& [name, t] : plan.graph.initializers) {
-      const size_t bytes = size_t(t.numel()) * (t.is_float() ? 4 : 8);
-      if (t.is_float()) f.write(reinterpret_cast<const char*>(t.f.data()), std::streamsize(bytes));
-      else f.write(reinterpret_cast<const char*>(t.i.data()), std::streamsize(bytes));
+      const size_t bytes = stored_bytes(name, t);
+      if (bf16.count(name)) {
+        std::vector<uint16_t> h(t.f.size());
+        for (size_t e = 0; e < h.size(); ++e) h[e] = ToBf16(t.f[e]);
+        f.write(reinterpret_cast<const char*>(h.data()), std::streamsize(bytes));
+      } else if (t.is_float()) {
+        f.write(reinterpret_cast<const char*>(t.f.data()), std::streamsize(bytes));
+      } else {
+        f.write(reinterpret_cast<const char*>(t.i.data()), std::streamsize(bytes));
+      }
       written += bytes;
       const std::string p2(Align64(written) - written, '\0');
       f.write(p2.data(), std::streamsize(p2.size()));
@@ -251,15 +292,29 @@ PlanData ReadPlan(const std::string& path, bool load_weights) {
       t.dtype = HTensor::DType(w.at("dtype").get<int>());
       t.shape = w.at("shape").get<std::vector<int64_t>>();
       const size_t offset = w.at("offset"), bytes = w.at("bytes");
-      if (bytes != size_t(t.numel()) * (t.is_float() ? 4 : 8) ||
-          offset + bytes > p.info.weight_bytes) {
+      const std::string storage = w.value("storage", "");
+      if (!storage.empty() && (storage != "bf16" || !t.is_float())) {
+        throw Error("plan '" + path + "': weight '" + w.at("name").get<std::string>() +
+                        "' has unknown storage '" + storage + "' (this build reads bf16)",
+                    Code::kDataLoss);
+      }
+      const size_t elem = storage == "bf16" ? 2 : t.is_float() ? 4 : 8;
+      if (bytes != size_t(t.numel()) * elem || offset + bytes > p.info.weight_bytes) {
         throw Error("plan '" + path + "': weight '" + w.at("name").get<std::string>() +
                         "' does not fit its table entry",
                     Code::kDataLoss);
       }
       if (load_weights) {
         const uint8_t* src = m.data + blob_start + offset;
-        if (t.is_float()) {
+        if (storage == "bf16") {  // widen: the bf16 bits are the upper half of the float32
+          t.f.resize(t.numel());
+          for (size_t e = 0; e < t.f.size(); ++e) {
+            uint16_t h;
+            std::memcpy(&h, src + 2 * e, 2);
+            const uint32_t u = uint32_t(h) << 16;
+            std::memcpy(&t.f[e], &u, 4);
+          }
+        } else if (t.is_float()) {
           t.f.resize(t.numel());
           std::memcpy(t.f.data(), src, bytes);
         } else {

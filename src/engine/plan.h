@@ -9,6 +9,11 @@
 //   then zero padding to a multiple of 64, then the weight blobs: each initializer at a
 //   64-byte-aligned offset (relative to the blob start) listed in the weights table.
 // The whole file loads with one mmap; weights are read in place.
+// Version 2: a weights-table entry may carry "storage": "bf16" (2 bytes per value, the upper
+// half of the float32 rounded to nearest even; widened back to float32 at load). BF16 plans store
+// their GEMM weights (which the backends round to bf16 anyway: lossless) and their word embedding
+// table this way, so a BF16 plan is about half the size of the FP32 one. Version 1 plans are
+// refused with the "rebuild the plan" error.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -23,7 +28,7 @@
 
 namespace hotline::engine {
 
-inline constexpr uint32_t kPlanFormatVersion = 1;
+inline constexpr uint32_t kPlanFormatVersion = 2;
 inline constexpr char kPlanMagic[8] = {'H', 'O', 'T', 'L', 'P', 'L', 'A', 'N'};
 
 struct PlanData {

@@ -52,21 +52,26 @@ TEST(QuantizeS8Test, RoundsHalfToEvenAndClamps) {
 TEST(GemmS8Test, UnitScalesGiveTheExactIntegerProduct) {
   std::mt19937 rng(7);
   const int qmax = S8WeightQmax();
-  for (const auto& [M, K, N] : std::vector<std::tuple<int, int, int>>{{1, 64, 16}, {37, 128, 384},
-                                                                      {5, 512, 25}}) {
-    auto x = RandomS8(size_t(M) * K, 127, &rng);
-    // Extreme codes too: every x = +-127 and w = +-qmax in the first rows.
-    for (int k = 0; k < K; ++k) x[k] = (k % 3) ? 127 : -127;
-    auto w = RandomS8(size_t(K) * N, qmax, &rng);
-    for (int n = 0; n < N; ++n) w[n] = int8_t(qmax);
-    std::vector<float> ws(N, 1.f), y(size_t(M) * N);
-    GemmS8 g(w.data(), K, N, ws.data(), 1.f, nullptr, Epilogue::kNone);
-    g.Run(x.data(), M, y.data());
-    for (int m = 0; m < M; ++m) {
-      for (int n = 0; n < N; ++n) {
-        int64_t acc = 0;
-        for (int k = 0; k < K; ++k) acc += int64_t(x[size_t(m) * K + k]) * w[size_t(k) * N + n];
-        ASSERT_EQ(double(y[size_t(m) * N + n]), double(acc)) << M << "x" << K << "x" << N;
+  const std::vector<std::tuple<int, int, int>> shapes = {{1, 64, 16}, {37, 128, 384},
+                                                         {5, 512, 25}, {6, 1023, 17}};
+  for (int tactic : GemmS8::Tactics()) {
+    for (const auto& [M, K, N] : shapes) {
+      auto x = RandomS8(size_t(M) * K, 127, &rng);
+      // Extreme codes too: every x = +-127 and w = +-qmax in the first rows.
+      for (int k = 0; k < K; ++k) x[k] = (k % 3) ? 127 : -127;
+      auto w = RandomS8(size_t(K) * N, qmax, &rng);
+      for (int n = 0; n < N; ++n) w[n] = int8_t(qmax);
+      std::vector<float> ws(N, 1.f), y(size_t(M) * N);
+      GemmS8 g(w.data(), K, N, ws.data(), 1.f, nullptr, Epilogue::kNone, 0.f, tactic);
+      EXPECT_EQ(g.tactic(), tactic);
+      g.Run(x.data(), M, y.data());
+      for (int m = 0; m < M; ++m) {
+        for (int n = 0; n < N; ++n) {
+          int64_t acc = 0;
+          for (int k = 0; k < K; ++k) acc += int64_t(x[size_t(m) * K + k]) * w[size_t(k) * N + n];
+          ASSERT_EQ(double(y[size_t(m) * N + n]), double(acc))
+              << M << "x" << K << "x" << N << " " << Gemm::TacticName(tactic);
+        }
       }
     }
   }
@@ -99,32 +104,35 @@ TEST(GemmS8Test, MatchesFp32WithinTheQuantisationBound) {
       wq[size_t(k) * N + n] = int8_t(std::nearbyint(w[size_t(k) * N + n] / ws[n]));
     }
   }
-  for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kTanh}) {
-    for (bool with_res : {false, true}) {
-      GemmS8 g(wq.data(), K, N, ws.data(), sx, bias.data(), e);
-      std::vector<float> y(size_t(M) * N);
-      g.Run(xq.data(), M, y.data(), with_res ? res.data() : nullptr);
-      double worst = 0;
-      for (int m = 0; m < M; ++m) {
-        for (int n = 0; n < N; ++n) {
-          double ref = bias[n], bound = 0;
-          for (int k = 0; k < K; ++k) {
-            const double xv = x[size_t(m) * K + k], wv = w[size_t(k) * N + n];
-            ref += xv * wv;
-            bound += std::fabs(xv) * ws[n] / 2 + sx / 2 * std::fabs(wv) + sx * ws[n] / 4;
+  for (int tactic : GemmS8::Tactics()) {
+    for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kTanh}) {
+      for (bool with_res : {false, true}) {
+        GemmS8 g(wq.data(), K, N, ws.data(), sx, bias.data(), e, 0.f, tactic);
+        std::vector<float> y(size_t(M) * N);
+        g.Run(xq.data(), M, y.data(), with_res ? res.data() : nullptr);
+        double worst = 0;
+        for (int m = 0; m < M; ++m) {
+          for (int n = 0; n < N; ++n) {
+            double ref = bias[n], bound = 0;
+            for (int k = 0; k < K; ++k) {
+              const double xv = x[size_t(m) * K + k], wv = w[size_t(k) * N + n];
+              ref += xv * wv;
+              bound += std::fabs(xv) * ws[n] / 2 + sx / 2 * std::fabs(wv) + sx * ws[n] / 4;
+            }
+            if (e == Epilogue::kGelu) ref = 0.5 * ref * (1 + std::erf(ref / std::sqrt(2.0)));
+            if (e == Epilogue::kTanh) ref = std::tanh(ref);
+            if (e == Epilogue::kGelu) bound *= 1.13;
+            if (with_res) ref += res[size_t(m) * N + n];
+            const double err = std::fabs(y[size_t(m) * N + n] - ref);
+            ASSERT_LE(err, bound + 1e-4 * (1 + std::fabs(ref)))
+                << "m=" << m << " n=" << n << " epilogue " << int(e) << " "
+                << Gemm::TacticName(tactic);
+            worst = std::max(worst, err / bound);
           }
-          if (e == Epilogue::kGelu) ref = 0.5 * ref * (1 + std::erf(ref / std::sqrt(2.0)));
-          if (e == Epilogue::kTanh) ref = std::tanh(ref);
-          if (e == Epilogue::kGelu) bound *= 1.13;
-          if (with_res) ref += res[size_t(m) * N + n];
-          const double err = std::fabs(y[size_t(m) * N + n] - ref);
-          ASSERT_LE(err, bound + 1e-4 * (1 + std::fabs(ref)))
-              << "m=" << m << " n=" << n << " epilogue " << int(e);
-          worst = std::max(worst, err / bound);
         }
+        // The bound is worst case; typical errors use a small part of it (random rounding).
+        EXPECT_LT(worst, 0.8);
       }
-      // The bound is worst case; typical errors use a small part of it (random rounding).
-      EXPECT_LT(worst, 0.8);
     }
   }
 }
@@ -137,22 +145,65 @@ TEST(GemmS8Test, S8OutputIsTheRequantisedFp32Output) {
   std::vector<float> ws(N), bias = RandomF(N, 0.2f, &rng);
   for (int n = 0; n < N; ++n) ws[n] = 0.001f * float(1 + n % 5);
   const float sx = 0.02f, out_scale = 0.01f;
-  GemmS8 f(wq.data(), K, N, ws.data(), sx, bias.data(), Epilogue::kGelu);
-  GemmS8 q(wq.data(), K, N, ws.data(), sx, bias.data(), Epilogue::kGelu, out_scale);
-  EXPECT_TRUE(q.s8_output());
-  std::vector<float> y(size_t(M) * N);
-  std::vector<int8_t> yq(size_t(M) * N);
-  f.Run(xq.data(), M, y.data());
-  q.Run(xq.data(), M, yq.data());
-  int clipped = 0;
-  for (size_t e = 0; e < y.size(); ++e) {
-    const float want = std::max(-127.f, std::min(127.f, std::nearbyint(y[e] / out_scale)));
-    clipped += std::fabs(y[e] / out_scale) > 127;
-    ASSERT_LE(std::fabs(float(yq[e]) - want), 1.f) << e;  // a tie may round either way
+  for (int tactic : GemmS8::Tactics()) {
+    SCOPED_TRACE(Gemm::TacticName(tactic));
+    GemmS8 f(wq.data(), K, N, ws.data(), sx, bias.data(), Epilogue::kGelu, 0.f, tactic);
+    GemmS8 q(wq.data(), K, N, ws.data(), sx, bias.data(), Epilogue::kGelu, out_scale, tactic);
+    EXPECT_TRUE(q.s8_output());
+    std::vector<float> y(size_t(M) * N);
+    std::vector<int8_t> yq(size_t(M) * N);
+    f.Run(xq.data(), M, y.data());
+    q.Run(xq.data(), M, yq.data());
+    int clipped = 0;
+    for (size_t e = 0; e < y.size(); ++e) {
+      const float want = std::max(-127.f, std::min(127.f, std::nearbyint(y[e] / out_scale)));
+      clipped += std::fabs(y[e] / out_scale) > 127;
+      ASSERT_LE(std::fabs(float(yq[e]) - want), 1.f) << e;  // a tie may round either way
+    }
+    EXPECT_LT(clipped, int(y.size()));  // the scales keep most values inside the grid
+    std::vector<float> res(size_t(M) * N);
+    EXPECT_THROW(q.Run(xq.data(), M, yq.data(), res.data()), Error);
   }
-  EXPECT_LT(clipped, int(y.size()));  // the scales keep most values inside the grid
-  std::vector<float> res(size_t(M) * N);
-  EXPECT_THROW(q.Run(xq.data(), M, yq.data(), res.data()), Error);
+}
+
+// Every tactic computes the same function: the integer products are exact in all of them, so
+// only the fp32 scaling may round differently (a few ulp), and an s8 output at most one code
+// apart (a value at a rounding tie). Odd shapes: K not a multiple of 4, N not of 16, M not of 4,
+// and a residual that aliases the output.
+TEST(GemmS8Test, TacticsAgree) {
+  const std::vector<int> tactics = GemmS8::Tactics();
+  if (tactics.size() < 2) GTEST_SKIP() << "one int8 tactic on this CPU: nothing to compare";
+  std::mt19937 rng(21);
+  const int qmax = S8WeightQmax();
+  for (const auto& [M, K, N] : std::vector<std::tuple<int, int, int>>{
+           {1, 256, 768}, {3, 30, 7}, {9, 257, 33}, {70, 1024, 256}, {130, 64, 1030}}) {
+    const auto xq = RandomS8(size_t(M) * K, 127, &rng);
+    const auto wq = RandomS8(size_t(K) * N, qmax, &rng);
+    std::vector<float> ws(N), bias = RandomF(N, 0.5f, &rng);
+    for (int n = 0; n < N; ++n) ws[n] = 0.0005f * float(1 + n % 7);
+    const auto res = RandomF(size_t(M) * N, 1.f, &rng);
+    for (Epilogue e : {Epilogue::kNone, Epilogue::kGelu, Epilogue::kTanh}) {
+      std::vector<std::vector<float>> out;
+      std::vector<std::vector<int8_t>> outq;
+      for (int t : tactics) {
+        GemmS8 g(wq.data(), K, N, ws.data(), 0.02f, bias.data(), e, 0.f, t);
+        std::vector<float> y = res;  // in place: y = act(x w + b) + y
+        g.Run(xq.data(), M, y.data(), y.data());
+        out.push_back(y);
+        GemmS8 q(wq.data(), K, N, ws.data(), 0.02f, bias.data(), e, 0.05f, t);
+        std::vector<int8_t> yq(size_t(M) * N);
+        q.Run(xq.data(), M, yq.data());
+        outq.push_back(yq);
+      }
+      for (size_t t = 1; t < tactics.size(); ++t) {
+        for (size_t i = 0; i < out[0].size(); ++i) {
+          ASSERT_NEAR(out[t][i], out[0][i], 1e-5 * (1 + std::fabs(out[0][i])))
+              << M << "x" << K << "x" << N << " i=" << i << " " << Gemm::TacticName(tactics[t]);
+          ASSERT_LE(std::abs(int(outq[t][i]) - int(outq[0][i])), 1) << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(GemmS8Test, RefusesBadArgumentsAndOutOfRangeWeights) {

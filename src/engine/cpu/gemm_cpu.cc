@@ -376,6 +376,7 @@ const char* Gemm::TacticName(int tactic) {
     case kPackedF32: return "packed_f32";
     case kPackedBf16: return "packed_bf16";
     case 5: return "onednn_s8";  // GemmS8 (gemm_s8_cpu.cc)
+    case 6: return "packed_s8";  // GemmS8's AVX2 kernel (gemm_s8_avx2.cc)
     default: break;
   }
   return "unknown";

@@ -4,6 +4,10 @@
 // requantisation to s8 as post-ops. Nothing is computed per call but the GEMM.
 //
 // Tactic 5 onednn_s8. oneDNN picks its VNNI kernels (vpdpbusd) where the CPU has them.
+// Tactic 6 packed_s8: our AVX2 u8·s8 micro-kernel over 16-column weight panels
+// (gemm_s8_internal.h), offered on AVX2 CPUs without VNNI (7-bit weights). On such CPUs oneDNN's
+// s8 matmul costs tens of microseconds per call at the small M of one request (reorders of the
+// activations, a runtime-M dispatch); ours has no per-call setup but one u8 copy of the input.
 #include <omp.h>
 
 #include <algorithm>
@@ -16,6 +20,8 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/cpu/cpu_isa.h"
+#include "engine/cpu/gemm_s8_internal.h"
 #include "engine/cpu/kernels.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -27,6 +33,10 @@ namespace hotline::engine::cpu {
 namespace {
 
 constexpr int kOnednnS8 = 5;
+constexpr int kPackedS8 = 6;
+
+// packed_s8 needs AVX2 and weights of at most 7 bits (its int16 pair sums; S8WeightQmax).
+bool PackedS8Usable() { return IsaSupported(Isa::kAvx2) && S8WeightQmax() <= 63; }
 
 dnnl::engine& Eng() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -77,13 +87,104 @@ int S8WeightQmax() { return CpuHasVnni() ? 127 : 63; }
 
 struct GemmS8::Impl {
   int K = 0, N = 0;
+  int tactic = kOnednnS8;
   bool s8_out = false;
   bool has_bias = false;
+  // onednn_s8
   dnnl::matmul prim[2];  // [1]: with a sum post-op (residual)
   size_t scratch_bytes[2] = {0, 0};
   dnnl::memory weights;
-  std::vector<float> bias;  // divided by the output scales
+  std::vector<float> bias;  // onednn_s8: divided by the output scales; packed_s8: as given
+  // packed_s8 (gemm_s8_internal.h); per-column vectors padded to panels * kS8Panel
+  int panels = 0, k4 = 0;
+  Epilogue epilogue = Epilogue::kNone;
+  float out_inv = 0.f;
+  std::unique_ptr<int8_t[], decltype(&std::free)> packed{nullptr, &std::free};
+  std::vector<int32_t> comp;
+  std::vector<float> scale;
+
+  void InitPacked(const int8_t* w, const std::vector<float>& scales, const float* bias_in);
+  void RunPacked(const int8_t* x, int M, void* y, const float* residual) const;
 };
+
+void GemmS8::Impl::InitPacked(const int8_t* w, const std::vector<float>& scales,
+                              const float* bias_in) {
+  panels = (N + kS8Panel - 1) / kS8Panel;
+  k4 = (K + 3) / 4;
+  const size_t bytes = size_t(panels) * size_t(k4) * 64;
+  packed.reset(static_cast<int8_t*>(std::aligned_alloc(64, bytes)));
+  if (!packed) throw Error("GemmS8: out of memory for packed weights", Code::kResourceExhausted);
+  std::memset(packed.get(), 0, bytes);
+  const int np = panels * kS8Panel;
+  comp.assign(size_t(np), 0);
+  scale.assign(size_t(np), 0.f);
+  if (bias_in != nullptr) bias.assign(size_t(np), 0.f);
+  for (int n = 0; n < N; ++n) {
+    const int p = n / kS8Panel, c = n % kS8Panel;
+    int32_t sum = 0;
+    for (int k = 0; k < K; ++k) {
+      const int8_t v = w[size_t(k) * N + n];
+      sum += v;
+      packed[(size_t(p) * k4 + k / 4) * 64 + (c / 8) * 32 + (c % 8) * 4 + k % 4] = v;
+    }
+    comp[n] = 128 * sum;
+    scale[n] = scales[n];
+    if (bias_in != nullptr) bias[n] = bias_in[n];
+  }
+}
+
+void GemmS8::Impl::RunPacked(const int8_t* x, int M, void* y, const float* residual) const {
+  // The u8 copy (x + 128, rows padded to whole k-quads) of the calling thread, reused.
+  thread_local Scratch xbuf;
+  const int ldx = 4 * k4;
+  uint8_t* xu = static_cast<uint8_t*>(xbuf.Get(size_t(M) * size_t(ldx)));
+  if (ldx == K) {
+    S8ToU8Avx2(x, int64_t(M) * K, xu);
+  } else {
+    for (int m = 0; m < M; ++m) {
+      S8ToU8Avx2(x + size_t(m) * K, K, xu + size_t(m) * ldx);
+      std::memset(xu + size_t(m) * ldx + K, 0, size_t(ldx - K));
+    }
+  }
+  S8Job j{};
+  j.xu = xu;
+  j.ldx = ldx;
+  j.k4 = k4;
+  j.w = packed.get();
+  j.comp = comp.data();
+  j.scale = scale.data();
+  j.bias = has_bias ? bias.data() : nullptr;
+  j.epilogue = epilogue;
+  j.res = residual;
+  j.y = y;
+  j.out_inv = out_inv;
+  j.N = N;
+  // Jobs: chunks of up to 64 rows x chunks of panels of at most ~256 KB (they stay in L2 while
+  // the chunk's row tiles pass over them, gemm_s8_avx2.cc). Panel chunks shrink until every
+  // thread has a few jobs; a GEMM too small to pay for waking threads runs inline.
+  constexpr int kRowChunk = 64;
+  const int mchunks = (M + kRowChunk - 1) / kRowChunk;
+  const int threads = omp_get_max_threads();
+  const double macs = double(M) * K * N;
+  int pchunk = std::max(1, std::min(panels, int((size_t{256} << 10) / (size_t(k4) * 64))));
+  if (threads > 1 && macs >= 2e5) {
+    while (pchunk > 1 && mchunks * ((panels + pchunk - 1) / pchunk) < 4 * threads) {
+      pchunk = (pchunk + 1) / 2;
+    }
+  }
+  const int pchunks = (panels + pchunk - 1) / pchunk;
+  const int jobs = mchunks * pchunks;
+#pragma omp parallel for schedule(static) if (jobs > 1)
+  for (int job = 0; job < jobs; ++job) {
+    S8Job t = j;
+    const int pc = job / mchunks, mc = job % mchunks;
+    t.p0 = pc * pchunk;
+    t.p1 = std::min(panels, t.p0 + pchunk);
+    t.m0 = mc * kRowChunk;
+    t.m1 = std::min(M, t.m0 + kRowChunk);
+    GemmS8JobAvx2(t);
+  }
+}
 
 GemmS8::GemmS8(const int8_t* weight_kn, int K, int N, const float* w_scale, float x_scale,
                const float* bias, Epilogue epilogue, float out_scale, int tactic)
@@ -98,9 +199,15 @@ GemmS8::GemmS8(const int8_t* weight_kn, int K, int N, const float* w_scale, floa
     throw Error("GemmS8: x_scale must be a positive finite number and out_scale >= 0, got " +
                 std::to_string(x_scale) + ", " + std::to_string(out_scale));
   }
-  if (tactic != 0 && tactic != kOnednnS8) {
+  if (tactic == 0) tactic = PackedS8Usable() ? kPackedS8 : kOnednnS8;
+  const std::vector<int> ok = Tactics();
+  if (std::find(ok.begin(), ok.end(), tactic) == ok.end()) {
+    std::string list;
+    for (int t : ok) list += (list.empty() ? "" : ", ") + std::to_string(t) + " (" +
+                             Gemm::TacticName(t) + ")";
     throw Error("GemmS8: tactic " + std::to_string(tactic) + " (" + Gemm::TacticName(tactic) +
-                    ") is not an int8 tactic; available: 5 (onednn_s8)",
+                    ") is not an int8 tactic of this CPU (" + CpuIsaString() + "); available: " +
+                    list,
                 Code::kFailedPrecondition);
   }
   const int qmax = S8WeightQmax();
@@ -123,6 +230,13 @@ GemmS8::GemmS8(const int8_t* weight_kn, int K, int N, const float* w_scale, floa
     scales[n] = x_scale * ws;
   }
   d.has_bias = bias != nullptr;
+  d.tactic = tactic;
+  if (tactic == kPackedS8) {
+    d.epilogue = epilogue;
+    d.out_inv = d.s8_out ? 1.f / out_scale : 0.f;
+    d.InitPacked(weight_kn, scales, bias);
+    return;
+  }
   if (d.has_bias) {
     d.bias.resize(N);
     for (int n = 0; n < N; ++n) d.bias[n] = bias[n] / scales[n];
@@ -185,6 +299,10 @@ void GemmS8::Run(const int8_t* x, int M, void* y, const float* residual) const {
   if (residual != nullptr && d.s8_out) {
     throw Error("GemmS8::Run: a residual needs fp32 output (this GEMM writes s8)");
   }
+  if (d.tactic == kPackedS8) {
+    d.RunPacked(x, M, y, residual);
+    return;
+  }
   const int with_sum = residual != nullptr ? 1 : 0;
   if (residual != nullptr && residual != y) {
     std::memcpy(y, residual, sizeof(float) * size_t(M) * d.N);
@@ -214,10 +332,13 @@ void GemmS8::Run(const int8_t* x, int M, void* y, const float* residual) const {
   strm->wait();
 }
 
-std::vector<int> GemmS8::Tactics() { return {kOnednnS8}; }
+std::vector<int> GemmS8::Tactics() {
+  if (PackedS8Usable()) return {kOnednnS8, kPackedS8};
+  return {kOnednnS8};
+}
 int GemmS8::K() const { return impl_->K; }
 int GemmS8::N() const { return impl_->N; }
-int GemmS8::tactic() const { return kOnednnS8; }
+int GemmS8::tactic() const { return impl_->tactic; }
 bool GemmS8::s8_output() const { return impl_->s8_out; }
 
 }  // namespace hotline::engine::cpu
