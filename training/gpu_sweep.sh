@@ -3,8 +3,8 @@
 # Runs on the device machine (python3 there has torch 2.x with CUDA); reads the encoded data set
 # that `train.py --encode-only --cache build-train/cache.json.gz` wrote here.
 #   bash training/gpu_sweep.sh OUT_DIR
-# Env: SWEEP (wide: six configurations; focus: three longer runs of the MLM one; finetune: three
-#      runs continuing from INIT),
+# Env: SWEEP (wide: six configurations; focus: three longer runs of the MLM one; v3: four MLM
+#      runs with different regularisation; finetune: three runs continuing from INIT),
 #      CACHE (build-train/cache.json.gz), BUDGET (seconds per run, 200), EPOCHS (40), PY (python3),
 #      EXTRA (extra train.py arguments for every run, e.g. for a quick local check).
 set -u
@@ -32,6 +32,13 @@ if [ "${SWEEP:-wide}" = finetune ]; then
   run ft_a --init "$INIT" --batch-size 64 --lr 3e-4 --warmup 0.05 --seed 4 &
   run ft_b --init "$INIT" --batch-size 64 --lr 3e-4 --warmup 0.05 --dropout 0.2 --aug-drop 0.3 --aug-filler 0.3 --seed 5 &
   run ft_c --init "$INIT" --batch-size 128 --lr 4e-4 --warmup 0.05 --seed 6 &
+elif [ "${SWEEP:-wide}" = v3 ]; then
+  # Four runs of the MLM configuration on data v3: plain, heavier augmentation and dropout,
+  # larger batch with longer MLM, longer MLM with more dropout.
+  run v3_a --batch-size 64 --lr 5e-4 --mlm-steps 4000 --seed 1 &
+  run v3_b --batch-size 64 --lr 5e-4 --mlm-steps 4000 --aug-swap 0.5 --aug-drop 0.3 --aug-filler 0.3 --dropout 0.15 --seed 2 &
+  run v3_c --batch-size 64 --lr 5e-4 --mlm-steps 6000 --aug-swap 0.5 --aug-drop 0.4 --aug-filler 0.4 --dropout 0.2 --seed 3 &
+  run v3_d --batch-size 128 --lr 8e-4 --mlm-steps 6000 --aug-drop 0.3 --dropout 0.15 --seed 4 &
 elif [ "${SWEEP:-wide}" = focus ]; then
   # Fewer, longer runs of the configuration that won the wide sweep (MLM first).
   run mlm_s1   --batch-size 64 --lr 5e-4 --mlm-steps 4000 --seed 1 &

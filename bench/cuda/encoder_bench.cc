@@ -1,5 +1,8 @@
 // GPU benchmark of the CUDA encoder runner on BERT-base and small joint intent + slot encoders
-// with random weights (PERFORMANCE.md's G1, G2, G4, G5), FP16:
+// with random weights (PERFORMANCE.md's G1, G2, G4, G5), FP16; and base with its four big GEMMs
+// per layer in FP8 E4M3 and INT8 (G3, G5's INT8/FP8 figure: rows base_fp8, base_fp8_noqout
+// (no fusions: FFN1 without the E4M3 output, LayerNorm and quantise apart), base_int8;
+// activation scales calibrated (amax) first):
 //   latency   batch 1 x seq 64: wall time of a whole Run (host staging, graph launch, copies back,
 //             synchronise), median of many calls over 4 rotating input sets
 //   throughput batch 128 x seq 64: sequences / median Run time
@@ -31,6 +34,7 @@
 #include "base/error.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/encoder.h"
+#include "engine/cuda/encoder_quant.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/quant_gemm.h"
 #include "engine/cuda/small_gemm.h"
@@ -74,18 +78,25 @@ nlohmann::json TimeRuns(hc::CudaEncoderContext& ctx, const std::vector<Inputs>& 
     const Inputs& in = sets[w % sets.size()];
     ctx.Run(in.ids.data(), nullptr, in.cu.data(), in.batch(), &out);
   }
-  std::vector<double> ms;
+  std::vector<double> ms, dev_ms;
+  ctx.set_device_timing(true);
   const auto t_end = Clock::now() + std::chrono::duration<double>(target_s);
   for (int i = 0; i < min_reps || Clock::now() < t_end; ++i) {
     const Inputs& in = sets[i % sets.size()];
     const auto t0 = Clock::now();
     ctx.Run(in.ids.data(), nullptr, in.cu.data(), in.batch(), &out);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    dev_ms.push_back(ctx.last_device_ms());
     if (ms.size() > 20000) break;
   }
+  ctx.set_device_timing(false);
   const int B = sets[0].batch();
+  // Wall: the whole Run as a caller sees it (checks, staging, launch, copies back, outputs).
+  // Device: CUDA events around the graph launch, as the peers are timed (their outputs stay on
+  // the GPU; ours include the copies to and from the host).
   return {{"median_ms", Median(ms)}, {"p10_ms", Pct(ms, 0.1)}, {"p99_ms", Pct(ms, 0.99)},
-          {"reps", ms.size()}, {"seq_per_s", B / Median(ms) * 1e3}};
+          {"reps", ms.size()}, {"seq_per_s", B / Median(ms) * 1e3},
+          {"device_median_ms", Median(dev_ms)}, {"device_seq_per_s", B / Median(dev_ms) * 1e3}};
 }
 
 nlohmann::json Mixed(hc::CudaEncoderContext& ctx, const std::vector<int>& lens, int per_batch,
@@ -403,10 +414,74 @@ nlohmann::json Profile(const std::vector<int>& mixed, std::vector<ProfileRow>* t
   return P;
 }
 
+// Latency, throughput, mixed workload and memory of one encoder (see the header).
+nlohmann::json Measure(const std::string& label, const hc::EncoderConfig& c,
+                       const hc::EncoderWeights& w, const hc::EncoderOptions& o,
+                       std::mt19937_64& rng, const std::vector<int>& mixed, double target_s,
+                       Clock::time_point t0) {
+  CUDA_CHECK(cudaSetDevice(0));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  size_t free0 = 0, free1 = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+  auto enc = hc::CudaEncoder::Create(c, w, o);
+  auto ctx = enc->CreateContext();
+  ctx->Warmup({{1, 64}, {128, 64}, {128, 128}});
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+  nlohmann::json M;
+  M["build_and_warmup_s"] = std::chrono::duration<double>(Clock::now() - t0).count();
+  M["precision"] = o.quant == hc::EncoderQuant::kNone ? hc::DTypeName(o.dtype)
+                                                       : hc::EncoderQuantName(o.quant);
+  M["memory"] = {{"weights_mib", enc->weight_bytes() / 1048576.0},
+                 {"context_mib", ctx->device_bytes() / 1048576.0},
+                 {"allocated_mib", (enc->weight_bytes() + ctx->device_bytes()) / 1048576.0},
+                 {"device_free_delta_mib", (double(free0) - double(free1)) / 1048576.0},
+                 {"profile", "128x128"}};
+  std::vector<Inputs> l1, l128;
+  for (int s = 0; s < 4; ++s) {
+    l1.push_back(MakeInputs(rng, {64}));
+    l128.push_back(MakeInputs(rng, std::vector<int>(128, 64)));
+  }
+  M["latency_1x64"] = TimeRuns(*ctx, l1, target_s, 200);
+  M["throughput_128x64"] = TimeRuns(*ctx, l128, target_s, 30);
+  M["mixed_1024_b128"] = Mixed(*ctx, mixed, 128, 5);
+  M["mixed_1024_b32"] = Mixed(*ctx, mixed, 32, 5);
+  M["graphs"] = ctx->graphs();
+  M["gemm_choices"] = enc->TuningReport();
+  if (o.quant != hc::EncoderQuant::kNone) {
+    M["quant_paths_8192"] = enc->QuantPaths(8192);
+    M["quant_paths_64"] = enc->QuantPaths(64);
+    for (const auto& p : enc->QuantPaths(8192)) std::printf("  %s 128x64 %s\n", label.c_str(),
+                                                          p.c_str());
+  }
+  // GEMM time of one 128x64 batch from the tuned choices (layer GEMMs x layers).
+  double gemm_ms = 0;
+  for (const auto& [k, v] : enc->TuningReport()) {
+    if (k.rfind("8192x", 0) != 0) continue;
+    const auto pos = v.rfind(" ms of");
+    const auto start = v.rfind(' ', pos - 1);
+    gemm_ms += std::stod(v.substr(start + 1, pos - start - 1));
+  }
+  M["gemm_ms_128x64_tuned_sum"] = gemm_ms * c.layers;  // slot head excluded (<1%)
+  std::printf("%s: 1x64 %.3f ms (device %.3f) | 128x64 %.0f seq/s (device %.0f) | mixed b128 "
+              "%.0f seq/s, b32 %.0f seq/s | alloc %.0f MiB, device delta %.0f MiB\n",
+              label.c_str(), M["latency_1x64"]["median_ms"].get<double>(),
+              M["latency_1x64"]["device_median_ms"].get<double>(),
+              M["throughput_128x64"]["seq_per_s"].get<double>(),
+              M["throughput_128x64"]["device_seq_per_s"].get<double>(),
+              M["mixed_1024_b128"]["seq_per_s"].get<double>(),
+              M["mixed_1024_b32"]["seq_per_s"].get<double>(),
+              M["memory"]["allocated_mib"].get<double>(),
+              M["memory"]["device_free_delta_mib"].get<double>());
+  std::fflush(stdout);
+  return M;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_path, models = "base,small", lengths_path;
+  std::string out_path, models = "base,small", lengths_path, quant = "fp8,int8";
+  int quant_chunk = 2048;
   double target_s = 1.0;
   bool profile = false, profile_only = false;
   for (int i = 1; i < argc; ++i) {
@@ -415,11 +490,14 @@ int main(int argc, char** argv) {
     else if (a == "--models" && i + 1 < argc) models = argv[++i];
     else if (a == "--target-s" && i + 1 < argc) target_s = std::stod(argv[++i]);
     else if (a == "--mixed-lengths" && i + 1 < argc) lengths_path = argv[++i];
+    else if (a == "--quant" && i + 1 < argc) quant = argv[++i];
+    else if (a == "--quant-chunk" && i + 1 < argc) quant_chunk = std::stoi(argv[++i]);
     else if (a == "--profile") profile = true;
     else if (a == "--profile-only") profile = profile_only = true;
     else {
       std::fprintf(stderr, "usage: %s [--out FILE] [--models base,small] [--target-s S] "
-                   "[--mixed-lengths FILE] [--profile] [--profile-only]\n",
+                   "[--mixed-lengths FILE] [--quant fp8,int8|none] [--quant-chunk ROWS] "
+                   "[--profile] [--profile-only]\n",
                    argv[0]);
       return 2;
     }
@@ -459,52 +537,34 @@ int main(int argc, char** argv) {
       o.dtype = hc::DType::kF16;
       o.max_batch = 128;
       o.max_seq = 128;
-      CUDA_CHECK(cudaSetDevice(0));
-      CUDA_CHECK(cudaDeviceSynchronize());
-      size_t free0 = 0, free1 = 0, total = 0;
-      CUDA_CHECK(cudaMemGetInfo(&free0, &total));
-      auto enc = hc::CudaEncoder::Create(c, w, o);
-      auto ctx = enc->CreateContext();
-      ctx->Warmup({{1, 64}, {128, 64}, {128, 128}});
-      CUDA_CHECK(cudaDeviceSynchronize());
-      CUDA_CHECK(cudaMemGetInfo(&free1, &total));
-      nlohmann::json M;
-      M["build_and_warmup_s"] = std::chrono::duration<double>(Clock::now() - t0).count();
-      M["memory"] = {{"weights_mib", enc->weight_bytes() / 1048576.0},
-                     {"context_mib", ctx->device_bytes() / 1048576.0},
-                     {"allocated_mib", (enc->weight_bytes() + ctx->device_bytes()) / 1048576.0},
-                     {"device_free_delta_mib", (double(free0) - double(free1)) / 1048576.0},
-                     {"profile", "128x128"}};
-      std::vector<Inputs> l1, l128;
-      for (int s = 0; s < 4; ++s) {
-        l1.push_back(MakeInputs(rng, {64}));
-        l128.push_back(MakeInputs(rng, std::vector<int>(128, 64)));
+      R[kind] = Measure(kind, c, w, o, rng, mixed, target_s, t0);
+      // FP8 / INT8 (G3, G5): the four big GEMMs per layer quantised, scales calibrated (amax)
+      // on random batches of this workload's shape. Base only (the targets are base's).
+      for (const std::string variant : {"fp8", "fp8_noqout", "int8"}) {
+        const std::string qn = variant.substr(0, variant.find('_'));
+        if (kind != "base" || quant.find(qn) == std::string::npos) continue;
+        const hc::EncoderQuant eq = hc::ParseEncoderQuant(qn);
+        const std::string label = kind + "_" + variant;
+        if (!hc::QuantTypeSupported(hc::ToQuantType(eq))) {
+          R[label] = {{"error", qn + " not supported on this GPU"}};
+          continue;
+        }
+        try {
+          const auto tq = Clock::now();
+          hc::EncoderOptions oq = o;
+          oq.act_scales = hc::ScalesFromAmax(
+              hc::CalibrateEncoderAmax(c, w, o, hc::RandomEncoderBatches(c, 4, 32, 128, 7)), eq);
+          oq.quant = eq;
+          oq.quant_chunk_rows = quant_chunk;
+          oq.quant_fp8_output = variant != "fp8_noqout";
+          oq.quant_fuse_layernorm = variant != "fp8_noqout";  // the "no fusions" row
+          R[label] = Measure(label, c, w, oq, rng, mixed, target_s, tq);
+          R[label]["quant_chunk_rows"] = quant_chunk;
+        } catch (const hotline::Error& e) {
+          R[label] = {{"error", e.what()}};
+          std::printf("%s: %s\n", label.c_str(), e.what());
+        }
       }
-      M["latency_1x64"] = TimeRuns(*ctx, l1, target_s, 200);
-      M["throughput_128x64"] = TimeRuns(*ctx, l128, target_s, 30);
-      M["mixed_1024_b128"] = Mixed(*ctx, mixed, 128, 5);
-      M["mixed_1024_b32"] = Mixed(*ctx, mixed, 32, 5);
-      M["graphs"] = ctx->graphs();
-      M["gemm_choices"] = enc->TuningReport();
-      // GEMM time of one 128x64 batch from the tuned choices (layer GEMMs x layers).
-      double gemm_ms = 0;
-      for (const auto& [k, v] : enc->TuningReport()) {
-        if (k.rfind("8192x", 0) != 0) continue;
-        const auto pos = v.rfind(" ms of");
-        const auto start = v.rfind(' ', pos - 1);
-        gemm_ms += std::stod(v.substr(start + 1, pos - start - 1));
-      }
-      M["gemm_ms_128x64_tuned_sum"] = gemm_ms * c.layers;  // slot head excluded (<1%)
-      R[kind] = M;
-      std::printf("%s: 1x64 %.3f ms | 128x64 %.0f seq/s | mixed b128 %.0f seq/s, b32 %.0f seq/s | "
-                  "alloc %.0f MiB, device delta %.0f MiB\n",
-                  kind.c_str(), M["latency_1x64"]["median_ms"].get<double>(),
-                  M["throughput_128x64"]["seq_per_s"].get<double>(),
-                  M["mixed_1024_b128"]["seq_per_s"].get<double>(),
-                  M["mixed_1024_b32"]["seq_per_s"].get<double>(),
-                  M["memory"]["allocated_mib"].get<double>(),
-                  M["memory"]["device_free_delta_mib"].get<double>());
-      std::fflush(stdout);
     }
     if (profile) {
       std::vector<ProfileRow> table;

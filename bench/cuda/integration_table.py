@@ -35,7 +35,7 @@ def main():
                          "G1 <= 0.20"))
         else:
             rows.append((label, f(p["seq_per_s"]), "G2 >= 45,000"))
-    for c in (64, 256):
+    for c in (64, 128, 256):
         s = d.get(f"s2_c{c}")
         if not s:
             continue
@@ -47,7 +47,20 @@ def main():
                      f"{f(s['rps'])} req/s, P99 {f(s['latency_ms']['p99'], 2)} ms, "
                      f"errors {s.get('errors', 0)}" + (" (met)" if ok else ""),
                      ">= 20,000 req/s, P99 <= 10 ms"))
-    for key, what in (("parity", "base, random weights"), ("parity_default", "default model")):
+    for key in sorted(k for k in d if k.startswith("g4_batcher_")):
+        g = d[key]
+        if "error" in g:
+            rows.append((f"G4 batcher in-process ({key})", "error " + g["error"][:60], ""))
+            continue
+        rows.append((f"G4 batcher in-process fp16, {g['instances']} instances x batches of "
+                     f"{g['max_batch']}, {g['requests']} requests "
+                     f"(mean {g['mean_tokens']:.1f} tokens)",
+                     f"{f(g['requests_per_s'])} req/s, p99 {f(g['latency_ms']['p99'], 2)} ms, "
+                     f"mean batch {g['mean_batch']:.1f}, errors {g['errors']}"
+                     + (" (met)" if g["requests_per_s"] >= 35000 else ""), "G4 >= 35,000 seq/s"))
+    for key, what in (("parity", "base, random weights"), ("parity_default", "default model"),
+                      ("parity_default_fp8", "default model"),
+                      ("parity_default_int8", "default model")):
         parity_row(rows, d.get(key), what)
     print("\n| integration check | result | target |")
     print("|---|---|---|")
@@ -63,7 +76,16 @@ def parity_row(rows, p, what):
         return
     r = p["rel_err"]
     ref = p.get("reference", "fp32").split(" ")[0]
+    prec = p.get("precision", "fp16")
     ties = sum(1 for x in p.get("disagreements", []) if x["ref_top2_margin"] < 1e-2)
+    if prec in ("fp8", "int8"):  # PERFORMANCE.md A2: intent agreement >= 99.5%
+        agree = p["intent_agree"] / max(1, p["n"])
+        rows.append((f"parity {what}: {prec} vs {ref} fp32, {p['n']} inputs",
+                     f"same intent {p['intent_agree']}/{p['n']} ({100 * agree:.2f}%), rel err "
+                     f"intent {r['intent_logits']:.2e}, slots {r['slot_logits']:.2e}; slot argmax "
+                     f"{100 * p['slot_argmax_agree']:.2f}% -> "
+                     f"{'PASS' if agree >= 0.995 else 'FAIL'}", "A2 >= 99.5% same intent"))
+        return
     rows.append((f"parity {what}: fp16 vs {ref} fp32, {p['n']} inputs",
                  f"rel err intent {r['intent_logits']:.2e}, slots {r['slot_logits']:.2e}; "
                  f"same intent {p['intent_agree']}/{p['n']} ({ties} of the others near-ties); "

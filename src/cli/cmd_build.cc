@@ -83,7 +83,8 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
   app.add_option("--precision", o->precision, "fp32|fp16|bf16|int8|fp8");
   app.add_option("--backend", o->backend, "cpu|cuda");
   app.add_option("--profile", o->profile, "min:opt:max as BxS, e.g. 1x1:8x64:64x128");
-  app.add_option("--calib", o->calib, "calibration text (int8)");
+  app.add_option("--calib", o->calib,
+                 "calibration text, JSONL with \"text\" (int8; fp8 on cuda: amax per GEMM input)");
   app.add_flag("--no-tune", o->no_tune, "skip timing GEMM tactics");
   app.add_option("--threads", o->threads, "CPU threads (0 = all)");
   app.add_option("--timing-cache", o->timing_cache,
@@ -124,8 +125,9 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
     opts.threads = o->threads;
     opts.timing_cache = o->timing_cache;
     opts.device = o->device;
-    if (!o->calib.empty() && opts.precision != Precision::kINT8) {
-      throw hotline::Error("--calib is only used with --precision int8");
+    if (!o->calib.empty() && opts.precision != Precision::kINT8 &&
+        opts.precision != Precision::kFP8) {
+      throw hotline::Error("--calib is only used with --precision int8 or fp8");
     }
     // ---- INT8 calibration (helper int8-core): fills opts' calib_* fields and keep_fp ----
     {
@@ -142,7 +144,7 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
       opts.calib_cache = o->calib_cache;
       opts.calib_max_lines = o->calib_lines;
       opts.keep_fp = o->keep_fp;
-      if (int8 && !o->calib.empty()) {
+      if ((int8 || opts.precision == Precision::kFP8) && !o->calib.empty()) {
         const std::string vocab = o->vocab.empty() ? (dir / "vocab.txt").string() : o->vocab;
         if (!fs::exists(vocab)) {
           throw hotline::Error("--calib text is tokenised with the model's vocabulary, and '" +

@@ -79,6 +79,9 @@ struct GraphOptions {
   bool tune = true;          // time candidate implementations on first use of a shape
   std::string tuning;        // choices a build recorded (GraphRunner::TuningRecord), may be ""
   std::string timing_cache;  // optional file of timings, read now and updated after tuning
+  // Token ids of calibration text (a build's --calib), for runners that calibrate activation
+  // ranges themselves (the CUDA FP8 encoder); empty at load (plans carry their ranges).
+  std::vector<std::vector<int32_t>> calib_sequences;
 };
 
 class Backend {

@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "engine/passes.h"
 #include "engine/runtime.h"
+#include "engine/quant.h"
 
 namespace hotline::engine {
 namespace {
@@ -145,6 +146,7 @@ void EngineImpl::PreparePacked(Replica* rep, const EngineOptions& options) {
   go.device = rep->device;
   go.tune = options.tune;
   go.timing_cache = options.timing_cache;
+  go.calib_sequences = options.calib_sequences;
   if (plan_.extra.contains("gemm_tuning") && plan_.extra["gemm_tuning"].is_string()) {
     go.tuning = plan_.extra["gemm_tuning"].get<std::string>();
   }
@@ -535,6 +537,14 @@ EngineOptions FromBuild(const BuildOptions& options) {
   eo.devices = options.devices.empty() ? std::vector<int>{options.device} : options.devices;
   eo.tune = options.tune;
   eo.timing_cache = options.timing_cache;
+  if (options.precision == Precision::kFP8) {  // the FP8 runner calibrates on the call text
+    eo.calib_sequences = options.calib_sequences;
+    if (!options.calib_file.empty()) {
+      auto more = ReadCalibrationJsonl(options.calib_file, options.calib_tokenizer,
+                                       options.calib_max_lines);
+      eo.calib_sequences.insert(eo.calib_sequences.end(), more.begin(), more.end());
+    }
+  }
   return eo;
 }
 

@@ -25,6 +25,7 @@ struct EngineOptions {
   bool tune = true;          // whole-graph runners: time implementations for new shapes
   std::string timing_cache;  // whole-graph runners: optional timing file
   bool graph_runners = true; // false: never hand the graph to Backend::PrepareGraph (tests)
+  std::vector<std::vector<int32_t>> calib_sequences;  // GraphOptions::calib_sequences (builds)
 };
 std::shared_ptr<Engine> MakeEngine(PlanData plan, const EngineOptions& options);
 

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include <unistd.h>
 
@@ -19,6 +21,38 @@ namespace hotline::nlu {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Runs fn(i) for i in [0, n): serially for small n, else in up to 4 contiguous chunks on
+// short-lived threads (a batch of 128 utterances spends milliseconds in tokenising and decoding;
+// the engine call between them is what the other instances overlap). If calls throw, the
+// exception of the lowest index is rethrown after every chunk has finished.
+template <typename Fn>
+void ParallelFor(size_t n, Fn fn) {
+  constexpr size_t kMinPerChunk = 32;
+  const size_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const size_t chunks = std::min({size_t(4), n / kMinPerChunk, hw});
+  if (chunks <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(chunks);
+  auto run = [&](size_t c) {
+    const size_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
+    try {
+      for (size_t i = lo; i < hi; ++i) fn(i);
+    } catch (...) {
+      errors[c] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(chunks - 1);
+  for (size_t c = 1; c < chunks; ++c) threads.emplace_back(run, c);
+  run(0);
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
 
 // A fixed set of engine contexts; Borrow() blocks until one is free.
 class ContextPool {
@@ -158,7 +192,7 @@ class PipelineImpl : public Pipeline {
     std::vector<std::vector<char32_t>> cps(texts.size());
     std::vector<text::Encoding> encs(texts.size());
     std::vector<int> todo;  // texts that go to the engine
-    for (size_t i = 0; i < texts.size(); ++i) {
+    ParallelFor(texts.size(), [&](size_t i) {
       try {
         text::DecodeUtf8(texts[i], &cps[i]);
       } catch (const Error& e) {
@@ -167,6 +201,8 @@ class PipelineImpl : public Pipeline {
       encs[i] = tokenizer_->Encode(cps[i]);
       results[i].truncated = encs[i].truncated;
       results[i].num_tokens = int(encs[i].ids.size());
+    });
+    for (size_t i = 0; i < texts.size(); ++i) {
       if (encs[i].ids.size() <= 2) {
         SetIntent(&results[i], "out_of_scope", 0.0f);
       } else {
@@ -195,12 +231,11 @@ class PipelineImpl : public Pipeline {
       if (intents.data.size() != size_t(batch.batch()) * n_int ||
           slots.data.size() != size_t(batch.total_tokens()) * n_tag)
         throw Error("engine outputs have unexpected sizes", Code::kInternal);
-      for (size_t k = a; k < b; ++k) {
-        const int s = int(k - a), i = todo[k];
-        Decode(&intents.data[size_t(s) * n_int],
-               &slots.data[size_t(batch.cu_seqlens[s]) * n_tag], encs[i], cps[i],
-               reference_time, &results[i]);
-      }
+      ParallelFor(b - a, [&](size_t s) {
+        const int i = todo[a + s];
+        Decode(&intents.data[s * n_int], &slots.data[size_t(batch.cu_seqlens[s]) * n_tag],
+               encs[i], cps[i], reference_time, &results[i]);
+      });
     }
     return results;
   }

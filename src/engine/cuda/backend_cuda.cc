@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "engine/backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/encoder.h"
+#include "engine/cuda/encoder_quant.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
 #include "engine/encoder_graph.h"
@@ -291,10 +293,11 @@ class EncoderRunnerContext : public GraphRunnerContext {
 
 class EncoderRunner : public GraphRunner {
  public:
+  // extra_record: appended to the tuning record (an FP8 plan's activation scales).
   EncoderRunner(std::shared_ptr<cuda::CudaEncoder> enc, std::vector<OutputInfo> outs, int intent_k,
-                int slot_k, std::string describe)
+                int slot_k, std::string describe, std::string extra_record = "")
       : enc_(std::move(enc)), outs_(std::move(outs)), intent_k_(intent_k), slot_k_(slot_k),
-        describe_(std::move(describe)) {}
+        describe_(std::move(describe)), extra_record_(std::move(extra_record)) {}
 
   std::unique_ptr<GraphRunnerContext> CreateContext() const override {
     return std::make_unique<EncoderRunnerContext>(enc_->CreateContext(), outs_, intent_k_,
@@ -313,14 +316,14 @@ class EncoderRunner : public GraphRunner {
     enc_->CreateContext()->Warmup(ok);  // GEMM choices stay in the encoder's shared cache
   }
   std::string TuningRecord() const override {
-    if (enc_->tuning_cache().size() == 0) return "";
+    if (enc_->tuning_cache().size() == 0) return extra_record_;
     const std::string path = TempPath("the GEMM tuning record");
     enc_->tuning_cache().Save(path);
     std::ifstream in(path);
     std::stringstream ss;
     ss << in.rdbuf();
     std::remove(path.c_str());
-    return ss.str();
+    return ss.str() + extra_record_;  // the cache's loader skips lines it does not know
   }
   std::string Describe() const override { return describe_; }
 
@@ -329,6 +332,7 @@ class EncoderRunner : public GraphRunner {
   std::vector<OutputInfo> outs_;
   int intent_k_, slot_k_;
   std::string describe_;
+  std::string extra_record_;
 };
 
 cuda::EncoderConfig ConfigOf(const BertEncoderGraph& m) {
@@ -406,6 +410,44 @@ std::unique_ptr<GraphRunner> MakeEncoderRunner(const BertEncoderGraph& m, const 
   o.tune = opt.tune;
   o.timing_cache = opt.timing_cache;
   o.device = opt.device;
+  // FP8 plans (encoder_quant.h): QKV/out/FFN GEMMs in E4M3, the rest FP16. The activation
+  // scales travel in the plan's tuning record; a build (no record yet) calibrates them on the
+  // device (amax) over the build's --calib text, or over seeded random token batches when none
+  // was given, and records them, so a load needs no calibration data and gets the same scales.
+  std::string scales_line, scales_source;
+  if (info.precision == Precision::kFP8) {
+    o.dtype = DType::kF16;
+    o.quant = cuda::EncoderQuant::kFp8;
+    const size_t n = size_t(c.layers) * cuda::kQuantGemmsPerLayer;
+    scales_source = "scales from the plan";
+    if (!cuda::ParseQuantScalesLine(opt.tuning, o.quant, n, &o.act_scales)) {
+      std::vector<cuda::EncoderBatch> batches;
+      if (!opt.calib_sequences.empty()) {
+        // The build's calibration text (--calib): batches of up to 32 sequences, each cut to
+        // the profile's longest sequence.
+        for (size_t a = 0; a < opt.calib_sequences.size(); a += 32) {
+          cuda::EncoderBatch b;
+          b.cu.push_back(0);
+          for (size_t k = a; k < std::min(opt.calib_sequences.size(), a + 32); ++k) {
+            const auto& seq = opt.calib_sequences[k];
+            const size_t len = std::min(seq.size(), size_t(std::max(1, o.max_seq)));
+            if (len == 0) continue;
+            b.ids.insert(b.ids.end(), seq.begin(), seq.begin() + len);
+            b.cu.push_back(int32_t(b.ids.size()));
+          }
+          if (b.cu.size() > 1) batches.push_back(std::move(b));
+        }
+        scales_source = "scales calibrated (amax over " +
+                        std::to_string(opt.calib_sequences.size()) + " calibration sequences)";
+      } else {
+        const int len = std::max(1, std::min(128, o.max_seq));
+        batches = cuda::RandomEncoderBatches(c, 8, 32, len, 20261201);
+        scales_source = "scales calibrated (amax, random tokens: no --calib text given)";
+      }
+      o.act_scales = cuda::ScalesFromAmax(cuda::CalibrateEncoderAmax(c, w, o, batches), o.quant);
+    }
+    scales_line = cuda::QuantScalesLine(o.quant, o.act_scales);
+  }
   auto enc = cuda::CudaEncoder::Create(c, w, o);
   w = cuda::EncoderWeights();  // host copies are not needed any more
   if (!opt.tuning.empty()) {  // the plan's recorded choices: no timing for those shapes
@@ -419,9 +461,10 @@ std::unique_ptr<GraphRunner> MakeEncoderRunner(const BertEncoderGraph& m, const 
       std::to_string(c.layers) + " layers, hidden " + std::to_string(c.hidden) + ", heads " +
       std::to_string(c.heads) + ", ffn " + std::to_string(c.intermediate) +
       (c.pooler ? ", pooler" : "") + ", GPU " + std::to_string(opt.device) + ", weights " +
-      std::to_string(enc->weight_bytes() >> 20) + " MiB";
+      std::to_string(enc->weight_bytes() >> 20) + " MiB" +
+      (scales_source.empty() ? "" : ", " + scales_source);
   return std::make_unique<EncoderRunner>(std::move(enc), info.outputs, m.intent_output,
-                                         m.slot_output, describe);
+                                         m.slot_output, describe, scales_line);
 }
 
 // Memoised TimeGemm results in a GemmTuningCache file (key "timegemm <tactic> MxKxN dtype").
@@ -464,6 +507,14 @@ class CudaBackend : public Backend {
     const int sm = props_.major * 10 + props_.minor;
     if (p == Precision::kFP32 || p == Precision::kFP16) return;
     if (p == Precision::kBF16 && sm >= 80) return;
+    // FP8 E4M3 (sm_89+): whole-encoder plans only (encoder_quant.h). INT8 plans: the builder's
+    // int8 rewrite targets the CPU kernels; the CUDA INT8 encoder runs in the runner only.
+    if (p == Precision::kFP8 && sm >= 89) return;
+    if (p == Precision::kINT8) {
+      throw Error("backend cuda: int8 plans are not supported yet (the builder's int8 rewrite "
+                  "targets the cpu kernels); use --precision fp8 for a quantised cuda plan",
+                  Code::kUnimplemented);
+    }
     throw Error("backend cuda: precision " + std::string(PrecisionName(p)) +
                     " is not supported on " + props_.name + " (sm " + std::to_string(sm) + ")",
                 Code::kUnimplemented);

@@ -1,4 +1,6 @@
 // Conversions, activations, [CLS] gather and the classifier heads' softmax/argmax.
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -16,61 +18,70 @@ const char* DTypeName(DType t) {
 }
 
 namespace {
-std::mutex g_variants_mu;
-bool g_variants_init = false;
-KernelVariants g_variants;
+// The variants packed into one word (layernorm | attention << 8 | pdl << 16) so that every launch
+// reads them with one atomic load; the environment is parsed once.
+std::atomic<uint32_t> g_variants_word{0};
+std::once_flag g_variants_once;
 
-void InitVariantsLocked() {
-  if (g_variants_init) return;
-  g_variants_init = true;
-  const char* env = std::getenv("HOTLINE_CUDA_KERNELS");
-  if (!env) return;
-  // "ln=0,attn=1": unknown keys are ignored (this is a measurement switch, not a contract).
-  std::string s(env);
-  size_t pos = 0;
-  while (pos < s.size()) {
-    size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    const std::string item = s.substr(pos, end - pos);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) {
-      const std::string k = item.substr(0, eq);
-      const int v = std::atoi(item.c_str() + eq + 1);
-      if (k == "ln") g_variants.layernorm = v;
-      if (k == "attn") g_variants.attention = v;
-      if (k == "pdl") g_variants.pdl = v;
+uint32_t Pack(const KernelVariants& v) {
+  return uint32_t(v.layernorm & 0xff) | uint32_t(v.attention & 0xff) << 8 |
+         uint32_t(v.pdl & 0xff) << 16;
+}
+
+void InitVariants() {
+  KernelVariants v;
+  if (const char* env = std::getenv("HOTLINE_CUDA_KERNELS")) {
+    // "ln=0,attn=1": unknown keys are ignored (this is a measurement switch, not a contract).
+    std::string s(env);
+    size_t pos = 0;
+    while (pos < s.size()) {
+      size_t end = s.find(',', pos);
+      if (end == std::string::npos) end = s.size();
+      const std::string item = s.substr(pos, end - pos);
+      const size_t eq = item.find('=');
+      if (eq != std::string::npos) {
+        const std::string k = item.substr(0, eq);
+        const int val = std::atoi(item.c_str() + eq + 1);
+        if (k == "ln") v.layernorm = val;
+        if (k == "attn") v.attention = val;
+        if (k == "pdl") v.pdl = val;
+      }
+      pos = end + 1;
     }
-    pos = end + 1;
   }
+  g_variants_word.store(Pack(v), std::memory_order_relaxed);
 }
 }  // namespace
 
 KernelVariants GetKernelVariants() {
-  std::lock_guard<std::mutex> lock(g_variants_mu);
-  InitVariantsLocked();
-  return g_variants;
+  std::call_once(g_variants_once, InitVariants);
+  const uint32_t w = g_variants_word.load(std::memory_order_relaxed);
+  KernelVariants v;
+  v.layernorm = int(w & 0xff);
+  v.attention = int(w >> 8 & 0xff);
+  v.pdl = int(w >> 16 & 0xff);
+  return v;
 }
 
 void SetKernelVariants(const KernelVariants& v) {
-  std::lock_guard<std::mutex> lock(g_variants_mu);
-  g_variants_init = true;
-  g_variants = v;
+  std::call_once(g_variants_once, InitVariants);
+  g_variants_word.store(Pack(v), std::memory_order_relaxed);
 }
 
 bool PdlActive() {
   if (GetKernelVariants().pdl != 1) return false;
-  static std::mutex mu;
-  static int cc_of[64] = {0};
+  static std::atomic<int> cc_of[64];  // 0: not read yet
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!cc_of[dev]) {
+  int cc = cc_of[dev].load(std::memory_order_relaxed);
+  if (!cc) {
     int major = 0, minor = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
     cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    cc_of[dev] = major * 10 + minor;
+    cc = major * 10 + minor;
+    cc_of[dev].store(cc, std::memory_order_relaxed);
   }
-  return cc_of[dev] >= 90;
+  return cc >= 90;
 }
 
 int CheckPackedBatch(const int32_t* cu, int batch, int max_batch, int max_seqlen) {

@@ -209,13 +209,18 @@ void CudaEncoder::Upload(const EncoderWeights& w) {
   for (int l = 0; l < cfg_.layers; ++l) {
     const auto& L = w.layers[l];
     Layer d;
-    d.qkv = std::make_unique<Gemm>(L.qkv_w.data(), Hi, 3 * Hi, L.qkv_b.data(), GemmEpilogue::kBias,
-                                   dt, &cache_, tune);
-    d.out = std::make_unique<Gemm>(L.out_w.data(), Hi, Hi, L.out_b.data(), GemmEpilogue::kBias,
-                                   dt, &cache_, tune);
-    d.ff1 = std::make_unique<Gemm>(L.ff1_w.data(), Hi, I, L.ff1_b.data(), gelu, dt, &cache_, tune);
-    d.ff2 = std::make_unique<Gemm>(L.ff2_w.data(), I, Hi, L.ff2_b.data(), GemmEpilogue::kBias, dt,
-                                   &cache_, tune);
+    if (opt_.quant != EncoderQuant::kNone) {
+      UploadQuantLayer(L, l, &d);
+    } else {
+      d.qkv = std::make_unique<Gemm>(L.qkv_w.data(), Hi, 3 * Hi, L.qkv_b.data(),
+                                     GemmEpilogue::kBias, dt, &cache_, tune);
+      d.out = std::make_unique<Gemm>(L.out_w.data(), Hi, Hi, L.out_b.data(), GemmEpilogue::kBias,
+                                     dt, &cache_, tune);
+      d.ff1 = std::make_unique<Gemm>(L.ff1_w.data(), Hi, I, L.ff1_b.data(), gelu, dt, &cache_,
+                                     tune);
+      d.ff2 = std::make_unique<Gemm>(L.ff2_w.data(), I, Hi, L.ff2_b.data(), GemmEpilogue::kBias,
+                                     dt, &cache_, tune);
+    }
     const float* base = ln_params_ + H * (2 + 4 * size_t(l));
     d.ln1_g = base;
     d.ln1_b = base + H;
@@ -237,9 +242,16 @@ void CudaEncoder::Upload(const EncoderWeights& w) {
 
 size_t CudaEncoder::weight_bytes() const {
   size_t n = table_bytes_ + ln_bytes_;
-  for (const auto& L : layers_)
-    n += L.qkv->weight_bytes() + L.out->weight_bytes() + L.ff1->weight_bytes() +
-         L.ff2->weight_bytes();
+  for (const auto& L : layers_) {
+    if (L.qkv) {
+      n += L.qkv->weight_bytes() + L.out->weight_bytes() + L.ff1->weight_bytes() +
+           L.ff2->weight_bytes();
+    }
+    if (L.qqkv) {
+      n += L.qqkv->weight_bytes() + L.qout->weight_bytes() + L.qff1->weight_bytes() +
+           L.qff2->weight_bytes();
+    }
+  }
   if (pooler_) n += pooler_->weight_bytes();
   return n + intent_->weight_bytes() + slot_->weight_bytes();
 }
@@ -301,6 +313,10 @@ CudaEncoderContext::CudaEncoderContext(std::shared_ptr<CudaEncoder> enc) : enc_(
     d_intent_arg_ = cv.Take<int32_t>(B * 4);
     d_slot_logits_ = cv.Take<float>(T * c.n_slots * 4);
     d_slot_arg_ = cv.Take<int32_t>(T * 4);
+    d_amax_ = cv.Take<float>(size_t(c.layers) * 4 * 4);
+    if (o.quant != EncoderQuant::kNone) {
+      d_xq_ = cv.Take<void>(T * c.hidden);  // [T, I] copy: d_xq_ffn_, allocated when needed
+    }
   };
   auto carve_host = [&](Carver& cv) {
     h_ids_ = cv.Take<int32_t>(T * 4);
@@ -333,11 +349,27 @@ CudaEncoderContext::CudaEncoderContext(std::shared_ptr<CudaEncoder> enc) : enc_(
   carve_host(hc);
 }
 
+void CudaEncoderContext::set_device_timing(bool on) {
+  CUDA_CHECK(cudaSetDevice(enc_->opt_.device));
+  if (on && !ev_start_) {
+    CUDA_CHECK(cudaEventCreate(&ev_start_));
+    CUDA_CHECK(cudaEventCreate(&ev_end_));
+  } else if (!on && ev_start_) {
+    cudaEventDestroy(ev_start_);
+    cudaEventDestroy(ev_end_);
+    ev_start_ = ev_end_ = nullptr;
+  }
+}
+
 CudaEncoderContext::~CudaEncoderContext() {
+  if (ev_start_) cudaEventDestroy(ev_start_);
+  if (ev_end_) cudaEventDestroy(ev_end_);
   for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
   if (stream_) cudaStreamSynchronize(stream_);
   ws_.reset();
   if (dev_) cudaFree(dev_);
+  if (d_acc_) cudaFree(d_acc_);
+  if (d_xq_ffn_) cudaFree(d_xq_ffn_);
   if (host_) cudaFreeHost(host_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -346,7 +378,9 @@ void CudaEncoderContext::PrepareBucket(int Tb, int Bb) {
   if (prepared_.count({Tb, Bb})) return;
   CudaEncoder& e = *enc_;
   LtWorkspace& ws = *ws_;
+  if (e.opt_.quant != EncoderQuant::kNone) PrepareQuant(Tb);
   for (auto& L : e.layers_) {  // same shapes in every layer: the cache times each once
+    if (!L.qkv) continue;
     L.qkv->Prepare(Tb, false, ws, stream_);
     L.out->Prepare(Tb, true, ws, stream_);
     L.ff1->Prepare(Tb, false, ws, stream_);
@@ -376,12 +410,22 @@ void CudaEncoderContext::Enqueue(int Tb, int Bb, int Sb) {
   void* qkv = d_u_;
   void* ctx = static_cast<char*>(d_u_) + size_t(Tb) * 3 * H * es;
   const float scale = 1.f / std::sqrt(float(c.head_dim()));
-  for (auto& L : e.layers_) {
+  for (size_t l = 0; l < e.layers_.size(); ++l) {
+    auto& L = e.layers_[l];
+    if (L.qqkv) {
+      EnqueueQuantLayer(int(l), Tb, Sb, Bb);
+      continue;
+    }
+    const int slot = 4 * int(l);  // calibration: max |x| of each GEMM input (real tokens)
+    if (calibrating_) RecordAmax(d_x_, int64_t(calib_rows_) * H, slot);
     L.qkv->Run(d_x_, Tb, qkv, nullptr, ws, s);
     Attention(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, ctx, s);
+    if (calibrating_) RecordAmax(ctx, int64_t(calib_rows_) * H, slot + 1);
     L.out->Run(ctx, Tb, d_x_, d_x_, ws, s);  // x = ctx . Wo + bo + x, in place
     LayerNorm(dt, d_x_, nullptr, nullptr, L.ln1_g, L.ln1_b, c.eps, Tb, H, d_x_, s);
+    if (calibrating_) RecordAmax(d_x_, int64_t(calib_rows_) * H, slot + 2);
     L.ff1->Run(d_x_, Tb, d_u_, nullptr, ws, s);
+    if (calibrating_) RecordAmax(d_u_, int64_t(calib_rows_) * c.intermediate, slot + 3);
     L.ff2->Run(d_u_, Tb, d_x_, d_x_, ws, s);
     LayerNorm(dt, d_x_, nullptr, nullptr, L.ln2_g, L.ln2_b, c.eps, Tb, H, d_x_, s);
   }
@@ -440,8 +484,9 @@ void CudaEncoderContext::Run(const int32_t* ids, const int32_t* type_ids,
   std::memcpy(h_cu_, cu_seqlens, size_t(batch + 1) * 4);
   for (int b = batch + 1; b <= Bb; ++b) h_cu_[b] = T;  // empty padding sequences
 
+  calib_rows_ = T;
   PrepareBucket(Tb, Bb);
-  if (o.use_graphs) {
+  if (o.use_graphs && !calibrating_) {
     const Key key{Tb, Bb, Sb};
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
@@ -463,11 +508,18 @@ void CudaEncoderContext::Run(const int32_t* ids, const int32_t* type_ids,
       CUDA_CHECK(err);
       it = graphs_.emplace(key, exec).first;
     }
+    if (ev_start_) CUDA_CHECK(cudaEventRecord(ev_start_, stream_));
     CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+    if (ev_end_) CUDA_CHECK(cudaEventRecord(ev_end_, stream_));
   } else {
     Enqueue(Tb, Bb, Sb);
   }
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (ev_start_ && o.use_graphs && !calibrating_) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, ev_start_, ev_end_));
+    last_device_ms_ = ms;
+  }
 
   out->batch = batch;
   out->tokens = T;

@@ -27,8 +27,12 @@
 
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/quant_gemm.h"
 
 namespace hotline::engine::cuda {
+
+// Quantised execution (encoder_quant.h): the four big GEMMs of each layer in INT8 or FP8.
+enum class EncoderQuant { kNone, kInt8, kFp8 };
 
 struct EncoderConfig {
   int layers = 12, hidden = 768, heads = 12, intermediate = 3072;
@@ -67,6 +71,20 @@ struct EncoderOptions {
   size_t workspace_bytes = size_t(16) << 20;
   std::string timing_cache;  // optional: loaded at creation, saved after new tuning
   int device = 0;
+  // kInt8 / kFp8: QKV, attention output, FFN1 and FFN2 through QuantGemm (only their 8-bit
+  // weights on the device); everything else in `dtype`. act_scales: the fixed per-tensor scales
+  // (amax / qmax) of those GEMMs' inputs, [layers][4] (encoder_quant.h: CalibrateEncoderAmax,
+  // ScalesFromAmax). quant_chunk_rows: rows per GEMM call on the paths that accumulate into a
+  // scratch (INT8; FP8 where cuBLASLt cannot fuse the scales), bounding that scratch to
+  // rows x max(3H, I) x 4 bytes; 0 = every row in one call.
+  // quant_fp8_output: FP8 encoders let FFN1's GEMM write its GELU output in E4M3 directly
+  // (QuantGemm::SetQuantisedOutput) where cuBLASLt can, skipping a quantise pass.
+  EncoderQuant quant = EncoderQuant::kNone;
+  std::vector<float> act_scales;
+  int quant_chunk_rows = 0;
+  bool quant_fp8_output = true;
+  // Quantised encoders: each LayerNorm also writes the next GEMM's 8-bit input (one pass).
+  bool quant_fuse_layernorm = true;
 };
 
 struct EncoderOutputs {
@@ -94,12 +112,17 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   GemmTuningCache& tuning_cache() { return cache_; }
   // GEMM choices per prepared shape ("<M>x<N>x<K> fp16 bias ..." -> "algo .. 0.0123 ms of 31").
   std::map<std::string, std::string> TuningReport() const;
+  // Quantised encoders: the path layer 0's four GEMMs took for M rows, "qkv: <path>", ...
+  // (encoder_quant.cc); empty when not quantised.
+  std::vector<std::string> QuantPaths(int M) const;
 
  private:
   friend class CudaEncoderContext;
   CudaEncoder(const EncoderConfig& c, const EncoderOptions& o) : cfg_(c), opt_(o) {}
   void Upload(const EncoderWeights& w);
   void SaveCacheIfGrown();
+  struct Layer;
+  void UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer* d);  // encoder_quant.cc
 
   EncoderConfig cfg_;
   EncoderOptions opt_;
@@ -111,7 +134,8 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   float* ln_params_ = nullptr;  // all LayerNorm gammas and betas, FP32
   size_t table_bytes_ = 0, ln_bytes_ = 0;
   struct Layer {
-    std::unique_ptr<Gemm> qkv, out, ff1, ff2;
+    std::unique_ptr<Gemm> qkv, out, ff1, ff2;          // unquantised encoders
+    std::unique_ptr<QuantGemm> qqkv, qout, qff1, qff2;  // quantised encoders
     const float *ln1_g, *ln1_b, *ln2_g, *ln2_b;
   };
   const float *emb_g_ = nullptr, *emb_b_ = nullptr;
@@ -135,9 +159,20 @@ class CudaEncoderContext {
 
   size_t device_bytes() const { return device_bytes_; }  // activations + workspace of this context
   int graphs() const { return int(graphs_.size()); }
+  // Device time of each Run's replayed graph (host-to-device copies, every kernel, the copies
+  // back), from CUDA events around the launch: how the peers are timed. Off by default (two
+  // event records per Run); last_device_ms() is the last timed Run's, -1 before one.
+  void set_device_timing(bool on);
+  double last_device_ms() const { return last_device_ms_; }
   static int TokenBucket(int tokens, int max_tokens);
   static int BatchBucket(int batch, int max_batch);
   cudaStream_t stream() const { return stream_; }
+
+  // Calibration (encoder_quant.cc): while on, Run executes eagerly and records max |x| of each
+  // quantisable GEMM input over the batch's real tokens; CalibrationAmax() -> [layers][4].
+  // Unquantised encoders only.
+  void SetCalibration(bool on);
+  std::vector<float> CalibrationAmax() const;
 
  private:
   friend class CudaEncoder;
@@ -145,6 +180,11 @@ class CudaEncoderContext {
   using Key = std::tuple<int, int, int>;  // token bucket, sequence bucket, key tiles * 64
   void Enqueue(int Tb, int Bb, int Sb);
   void PrepareBucket(int Tb, int Bb);
+  // Quantised layers (encoder_quant.cc).
+  void PrepareQuant(int Tb);
+  void EnqueueQuantLayer(int l, int Tb, int Sb, int Bb);
+  void RunQuantGemm(QuantGemm& g, const void* xq, int M, void* y, const void* residual);
+  void RecordAmax(const void* x, int64_t n, int slot);
 
   std::shared_ptr<CudaEncoder> enc_;
   int max_tokens_ = 0, max_batch_ = 0;
@@ -162,7 +202,19 @@ class CudaEncoderContext {
   float *h_intent_logits_, *h_intent_probs_, *h_slot_logits_;
   int32_t *h_intent_arg_, *h_slot_arg_;
   std::map<Key, cudaGraphExec_t> graphs_;
+  cudaEvent_t ev_start_ = nullptr, ev_end_ = nullptr;  // set_device_timing(true)
+  double last_device_ms_ = -1;
   std::map<std::pair<int, int>, bool> prepared_;
+  // Quantised encoders: 8-bit copy of the current GEMM input [T, H]; of the FFN activation
+  // [T, I] where FFN1 does not write it in E4M3 itself; the accumulator scratch of non-fused
+  // quantised GEMMs (the last two allocated at the first bucket that needs them).
+  void* d_xq_ = nullptr;
+  void* d_xq_ffn_ = nullptr;
+  void* d_acc_ = nullptr;
+  int acc_rows_ = 0;
+  float* d_amax_ = nullptr;  // [layers][4] calibration maxima
+  bool calibrating_ = false;
+  int calib_rows_ = 0;
 };
 
 }  // namespace hotline::engine::cuda

@@ -1,9 +1,10 @@
 // LayerNorm (with optional bias and residual) and the embedding sum + LayerNorm.
-// Variant 0 (and the embedding): one block per row: the row is summed into shared memory in FP32
+// Variant 0: one block per row: the row is summed into shared memory in FP32
 // once, then mean and the two-pass variance are reduced from there.
 // Variant 1 (KernelVariants::layernorm, hidden <= 1024 in 16-byte vectors): one warp per row, the
 // row held in registers (at most 8 vectors per lane), warp-shuffle reductions, no shared memory
 // and no block barriers: one read and one write of the row at full vector width.
+// The embedding sum + LayerNorm follows the same switch (EmbedKernel / EmbedWarpKernel).
 // Both read the whole row before writing any of it, so y may alias x or residual.
 #include <cstdint>
 #include <string>
@@ -77,6 +78,90 @@ __global__ void EmbedKernel(const int32_t* ids, const int32_t* type_ids, const i
   NormaliseRow(row, gamma, beta, eps, hidden, y + int64_t(t) * hidden, red);
 }
 
+// Variant 1's second half: mean, two-pass variance from the registers, scale, shift and one
+// 16-byte store per vector. `s` is this lane's sum of its elements.
+template <typename T, int NV>
+__device__ __forceinline__ void WarpNormaliseStore(float (&v)[NV][16 / sizeof(T)], float s,
+                                                   const float* gamma, const float* beta,
+                                                   float eps, int hidden, int lane, T* y) {
+  constexpr int E = 16 / sizeof(T);
+  const int nvec = hidden / E;
+  const float mean = WarpSum(s) / hidden;
+  float q = 0.f;
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    if (lane + 32 * i < nvec) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float d = v[i][e] - mean;
+        q += d * d;
+      }
+    }
+  }
+  const float rstd = rsqrtf(WarpSum(q) / hidden + eps);
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const int idx = lane + 32 * i;
+    if (idx >= nvec) continue;
+    alignas(16) float g[E], b[E];
+#pragma unroll
+    for (int e = 0; e < E; e += 4) {
+      *reinterpret_cast<float4*>(g + e) = *reinterpret_cast<const float4*>(gamma + idx * E + e);
+      *reinterpret_cast<float4*>(b + e) = *reinterpret_cast<const float4*>(beta + idx * E + e);
+    }
+    alignas(16) T o[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) o[e] = FromF<T>((v[i][e] - mean) * rstd * g[e] + b[e]);
+    *reinterpret_cast<int4*>(y + idx * E) = *reinterpret_cast<const int4*>(o);
+  }
+}
+
+// The embedding sum + LayerNorm as variant 1: one warp per token row.
+template <typename T, int NV>
+__global__ void __launch_bounds__(256)
+    EmbedWarpKernel(const int32_t* ids, const int32_t* type_ids, const int32_t* cu, int batch,
+                    const T* word, int vocab, const T* pos, int max_pos, const T* type,
+                    int type_vocab, const float* gamma, const float* beta, float eps, int rows,
+                    int hidden, T* y) {
+  constexpr int E = 16 / sizeof(T);
+  PdlWaitThenTrigger();
+  const int t = int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5);
+  const int lane = threadIdx.x & 31;
+  if (t >= rows) return;
+  int lo = 0, hi = batch;  // the sequence holding token t, as in EmbedKernel
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (cu[mid] <= t) lo = mid; else hi = mid;
+  }
+  int p = t < cu[batch] ? t - cu[lo] : 0;
+  p = min(max(p, 0), max_pos - 1);
+  const int id = min(max(ids[t], 0), vocab - 1);
+  const int tt = type_ids ? min(max(type_ids[t], 0), type_vocab - 1) : 0;
+  const T* rows3[3] = {word + int64_t(id) * hidden, pos + int64_t(p) * hidden,
+                       type + int64_t(tt) * hidden};
+  const int nvec = hidden / E;
+  float v[NV][E];
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const int idx = lane + 32 * i;
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[i][e] = 0.f;
+    if (idx < nvec) {
+#pragma unroll
+      for (int r = 0; r < 3; ++r) {
+        alignas(16) T a[E];
+        *reinterpret_cast<int4*>(a) = *reinterpret_cast<const int4*>(rows3[r] + idx * E);
+#pragma unroll
+        for (int e = 0; e < E; ++e) v[i][e] += ToF(a[e]);
+      }
+#pragma unroll
+      for (int e = 0; e < E; ++e) s += v[i][e];
+    }
+  }
+  WarpNormaliseStore<T, NV>(v, s, gamma, beta, eps, hidden, lane, y + int64_t(t) * hidden);
+}
+
 // Variant 1: one warp per row, NV 16-byte vectors per lane at most.
 template <typename T, int NV>
 __global__ void __launch_bounds__(256)
@@ -115,34 +200,7 @@ __global__ void __launch_bounds__(256)
       for (int e = 0; e < E; ++e) s += v[i][e];
     }
   }
-  const float mean = WarpSum(s) / hidden;
-  float q = 0.f;
-#pragma unroll
-  for (int i = 0; i < NV; ++i) {
-    if (lane + 32 * i < nvec) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const float d = v[i][e] - mean;
-        q += d * d;
-      }
-    }
-  }
-  const float rstd = rsqrtf(WarpSum(q) / hidden + eps);
-#pragma unroll
-  for (int i = 0; i < NV; ++i) {
-    const int idx = lane + 32 * i;
-    if (idx >= nvec) continue;
-    alignas(16) float g[E], b[E];
-#pragma unroll
-    for (int e = 0; e < E; e += 4) {
-      *reinterpret_cast<float4*>(g + e) = *reinterpret_cast<const float4*>(gamma + idx * E + e);
-      *reinterpret_cast<float4*>(b + e) = *reinterpret_cast<const float4*>(beta + idx * E + e);
-    }
-    alignas(16) T o[E];
-#pragma unroll
-    for (int e = 0; e < E; ++e) o[e] = FromF<T>((v[i][e] - mean) * rstd * g[e] + b[e]);
-    *reinterpret_cast<int4*>(y + off + idx * E) = *reinterpret_cast<const int4*>(o);
-  }
+  WarpNormaliseStore<T, NV>(v, s, gamma, beta, eps, hidden, lane, y + off);
 }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -230,8 +288,31 @@ void EmbeddingLayerNorm(DType t, const int32_t* ids, const int32_t* type_ids,
     throw Error("EmbeddingLayerNorm: null ids, cu_seqlens, table or output");
   }
   const size_t smem = size_t(hidden) * sizeof(float);
+  const bool warp_variant = GetKernelVariants().layernorm == 1;
   DispatchDType(t, [&](auto tag) {
     using T = decltype(tag);
+    constexpr int E = 16 / sizeof(T);
+    if (warp_variant && hidden % E == 0 && hidden <= 1024 && Aligned16(word) && Aligned16(pos) &&
+        Aligned16(type) && Aligned16(y) && Aligned16(gamma) && Aligned16(beta)) {
+      // Plain launch (no PDL): its predecessors in a graph are the host-to-device copies.
+      const unsigned grid = unsigned((int64_t(rows) * 32 + 255) / 256);
+      const auto* w = static_cast<const T*>(word);
+      const auto* pe = static_cast<const T*>(pos);
+      const auto* te = static_cast<const T*>(type);
+      auto* out = static_cast<T*>(y);
+      switch ((hidden / E + 31) / 32) {
+#define HL_EMB_CASE(NV)                                                                     \
+  case NV:                                                                                  \
+    EmbedWarpKernel<T, NV><<<grid, 256, 0, s>>>(ids, type_ids, cu_seqlens, batch, w, vocab,   \
+                                                pe, max_pos, te, type_vocab, gamma, beta, eps, \
+                                                rows, hidden, out);                          \
+    return;
+        HL_EMB_CASE(1) HL_EMB_CASE(2) HL_EMB_CASE(3) HL_EMB_CASE(4)
+        HL_EMB_CASE(5) HL_EMB_CASE(6) HL_EMB_CASE(7) HL_EMB_CASE(8)
+#undef HL_EMB_CASE
+        default: break;
+      }
+    }
     AllowSmem(EmbedKernel<T>, smem);
     EmbedKernel<T><<<rows, kThreads, smem, s>>>(
         ids, type_ids, cu_seqlens, batch, static_cast<const T*>(word), vocab,

@@ -46,8 +46,9 @@ class QuantGemm {
   // weight_kn: host FP32 [K, N]; bias: host FP32 [N] or null. epilogue: kNone, kBias,
   // kBiasGelu (exact erf), kBiasGeluTanh or kBiasTanh. Throws hotline::Error on bad sizes, an
   // unsupported type for this GPU, or x_scale <= 0.
+  // max_rows bounds every M this GEMM will run with (FP8's per-row scale vector is that long).
   QuantGemm(const float* weight_kn, int K, int N, const float* bias, GemmEpilogue epilogue,
-            QuantType q, float x_scale, DType out_dtype);
+            QuantType q, float x_scale, DType out_dtype, int max_rows = kMaxRows);
   ~QuantGemm();
   QuantGemm(const QuantGemm&) = delete;
   QuantGemm& operator=(const QuantGemm&) = delete;
@@ -60,6 +61,16 @@ class QuantGemm {
   void Run(const void* xq, int M, void* y, const void* residual, void* acc, LtWorkspace& ws,
            cudaStream_t stream);
   size_t AccBytes(int M) const;  // 0 when the chosen path needs no scratch (call Prepare first)
+  // Whether (M, with_residual) is prepared on the fused path (no scratch); false if unprepared.
+  bool Fused(int M, bool with_residual) const;
+  bool IsPrepared(int M, bool with_residual) const;
+
+  // FP8 only, before any Prepare: where cuBLASLt can, the output (no residual) is written in E4M3
+  // as saturate(y / y_scale) — the next GEMM's quantised input, skipping a quantise pass; Run's
+  // y then points to [M, N] bytes. QuantisedOutput(M) says whether M's prepared path does so
+  // (else y is in out_dtype as usual).
+  void SetQuantisedOutput(float y_scale);
+  bool QuantisedOutput(int M) const;
 
   int K() const { return K_; }
   int N() const { return N_; }
@@ -73,11 +84,12 @@ class QuantGemm {
   struct Prepared {
     bool fused = false;  // FP8 with cuBLASLt's scaling and epilogue; else int32/FP32 scratch
     bool beta_one = false;
+    bool q_out = false;  // D in E4M3 (SetQuantisedOutput)
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo;
   };
-  bool TryPrepare(int M, bool fused, bool beta_one, LtWorkspace& ws, Prepared* p);
+  bool TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws, Prepared* p);
   static void Destroy(Prepared* p);
 
   int K_, N_;
@@ -92,8 +104,12 @@ class QuantGemm {
   float* out_scale_ = nullptr;    // [N] x_scale * w_scale (our epilogue)
   void* bias_ = nullptr;       // [N] in out_dtype (cuBLASLt's epilogue)
   float* bias_f32_ = nullptr;  // [N] FP32 (our epilogue)
+  float* y_scale_inv_ = nullptr;  // 1 / y_scale for an E4M3 output (SetQuantisedOutput)
   mutable std::mutex mu_;
   std::map<std::pair<int, bool>, Prepared> prepared_;
+  int max_rows_;
+
+ public:
   static constexpr int kMaxRows = 65536;
 };
 

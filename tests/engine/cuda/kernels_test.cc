@@ -30,6 +30,7 @@ class VariantScope {
     KernelVariants v;
     v.layernorm = layernorm;
     v.attention = attention;
+    v.pdl = saved_.pdl;
     SetKernelVariants(v);
   }
   ~VariantScope() { SetKernelVariants(saved_); }
@@ -334,10 +335,13 @@ TEST(CudaLayerNorm, BiasResidualAndAliasing) {
 TEST(CudaEmbeddingLayerNorm, PackedBatchesWithAndWithoutTypes) {
   std::mt19937_64 rng(test::Seed() + 4);
   const int V = 1000, P = 130, TV = 2;
+  for (int variant : {0, 1}) {
+  VariantScope vs(variant, GetKernelVariants().attention);
   for (DType t : test::AllTypes()) {
-    for (int H : {64, 768}) {
+    for (int H : {64, 100, 768, 1024}) {  // 100: not a whole number of vectors (variant 0 path)
       for (int with_types = 0; with_types < 2; ++with_types) {
-        SCOPED_TRACE(Name(t) + " H=" + std::to_string(H) + " types " + std::to_string(with_types));
+        SCOPED_TRACE(Name(t) + " H=" + std::to_string(H) + " types " + std::to_string(with_types) +
+                     " variant " + std::to_string(variant));
         const int batch = 1 + int(rng() % 9), max_len = 1 + int(rng() % P);
         std::vector<int32_t> cu = test::RandomCu(rng, batch, max_len);
         const int T = cu.back();
@@ -364,6 +368,7 @@ TEST(CudaEmbeddingLayerNorm, PackedBatchesWithAndWithoutTypes) {
         EXPECT_LE(ref::RelErr(got, want), test::Tol(t));
       }
     }
+  }
   }
 }
 

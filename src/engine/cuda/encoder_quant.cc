@@ -1,0 +1,289 @@
+// Quantised layers of the CUDA encoder runner (see encoder_quant.h): weight upload, per-bucket
+// preparation, the per-layer enqueue, and calibration of the activation ranges.
+#include "engine/cuda/encoder_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "base/error.h"
+#include "engine/cuda/cuda_check.h"
+
+namespace hotline::engine::cuda {
+
+const char* QuantGemmInputName(int slot) {
+  static const char* const kNames[] = {"qkv_in", "out_in", "ff1_in", "ff2_in"};
+  return slot >= 0 && slot < kQuantGemmsPerLayer ? kNames[slot] : "?";
+}
+
+QuantType ToQuantType(EncoderQuant q) {
+  if (q == EncoderQuant::kInt8) return QuantType::kInt8;
+  if (q == EncoderQuant::kFp8) return QuantType::kFp8E4M3;
+  throw Error("ToQuantType: the encoder is not quantised");
+}
+
+const char* EncoderQuantName(EncoderQuant q) {
+  return q == EncoderQuant::kInt8 ? "int8" : q == EncoderQuant::kFp8 ? "fp8" : "none";
+}
+
+EncoderQuant ParseEncoderQuant(const std::string& name) {
+  if (name == "int8") return EncoderQuant::kInt8;
+  if (name == "fp8" || name == "fp8_e4m3") return EncoderQuant::kFp8;
+  if (name == "none" || name.empty()) return EncoderQuant::kNone;
+  throw Error("encoder quantisation: expected int8, fp8 or none, got '" + name + "'");
+}
+
+std::vector<float> ScalesFromAmax(const std::vector<float>& amax, EncoderQuant q) {
+  const float qmax = QuantMax(ToQuantType(q));
+  std::vector<float> s(amax.size());
+  for (size_t i = 0; i < amax.size(); ++i) {
+    if (!(amax[i] >= 0.f) || !std::isfinite(amax[i])) {
+      throw Error("ScalesFromAmax: activation range " + std::to_string(i) + " is " +
+                  std::to_string(amax[i]) + ", expected a finite value >= 0");
+    }
+    // An all-zero tensor quantises to zeros under any scale; keep the scale positive. FP8 keeps
+    // 2x headroom (amax -> 224, not 448): E4M3's relative precision is the same at every
+    // magnitude, so this costs nothing but protects values above the calibrated range.
+    s[i] = std::max(amax[i], 1e-6f) / (q == EncoderQuant::kFp8 ? qmax / 2 : qmax);
+  }
+  return s;
+}
+
+std::vector<EncoderBatch> RandomEncoderBatches(const EncoderConfig& c, int count, int batch,
+                                               int max_len, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<EncoderBatch> out(count);
+  for (auto& b : out) {
+    b.cu.assign(1, 0);
+    for (int i = 0; i < batch; ++i) b.cu.push_back(b.cu.back() + 1 + int(rng() % max_len));
+    for (int t = 0; t < b.cu.back(); ++t) {
+      b.ids.push_back(int32_t(rng() % c.vocab));
+      b.types.push_back(c.type_vocab > 1 ? int32_t(rng() % 2) : 0);
+    }
+  }
+  return out;
+}
+
+std::vector<float> CalibrateEncoderAmax(const EncoderConfig& config, const EncoderWeights& weights,
+                                        const EncoderOptions& options,
+                                        const std::vector<EncoderBatch>& batches) {
+  if (batches.empty()) throw Error("CalibrateEncoderAmax: no calibration batches");
+  EncoderOptions o = options;
+  o.quant = EncoderQuant::kNone;
+  o.act_scales.clear();
+  o.use_graphs = false;
+  o.tune = false;
+  o.timing_cache.clear();
+  for (const auto& b : batches) {
+    if (b.cu.size() < 2) throw Error("CalibrateEncoderAmax: a batch without sequences");
+    o.max_batch = std::max(o.max_batch, int(b.cu.size()) - 1);
+    o.max_tokens = std::max(o.max_tokens ? o.max_tokens : o.max_batch * o.max_seq, b.cu.back());
+  }
+  auto enc = CudaEncoder::Create(config, weights, o);
+  auto ctx = enc->CreateContext();
+  ctx->SetCalibration(true);
+  EncoderOutputs out;
+  for (const auto& b : batches) {
+    ctx->Run(b.ids.data(), b.types.empty() ? nullptr : b.types.data(), b.cu.data(),
+             int(b.cu.size()) - 1, &out);
+  }
+  return ctx->CalibrationAmax();
+}
+
+std::string QuantScalesLine(EncoderQuant q, const std::vector<float>& scales) {
+  std::string line = std::string("hotline-quant-scales ") + EncoderQuantName(q) + " " +
+                     std::to_string(scales.size());
+  char buf[32];
+  for (float v : scales) {
+    std::snprintf(buf, sizeof(buf), " %.9g", v);  // round-trips a float exactly
+    line += buf;
+  }
+  return line + "\n";
+}
+
+bool ParseQuantScalesLine(const std::string& record, EncoderQuant q, size_t n,
+                          std::vector<float>* scales) {
+  std::istringstream in(record);
+  const std::string head = std::string("hotline-quant-scales ") + EncoderQuantName(q) + " ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(head, 0) != 0) continue;
+    std::istringstream ls(line.substr(head.size()));
+    size_t count = 0;
+    if (!(ls >> count) || count != n) return false;
+    std::vector<float> v(n);
+    for (auto& x : v) {
+      if (!(ls >> x) || !(x > 0.f) || !std::isfinite(x)) return false;
+    }
+    *scales = std::move(v);
+    return true;
+  }
+  return false;
+}
+
+void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer* d) {
+  const int H = cfg_.hidden, I = cfg_.intermediate;
+  const size_t want = size_t(cfg_.layers) * kQuantGemmsPerLayer;
+  if (opt_.act_scales.size() != want) {
+    throw Error(std::string("encoder options: a ") + EncoderQuantName(opt_.quant) +
+                " encoder needs " + std::to_string(want) +
+                " activation scales ([layers][4]: qkv_in, out_in, ff1_in, ff2_in), got " +
+                std::to_string(opt_.act_scales.size()));
+  }
+  const QuantType q = ToQuantType(opt_.quant);
+  const DType dt = opt_.dtype;
+  const int rows = std::min(opt_.max_tokens ? opt_.max_tokens : opt_.max_batch * opt_.max_seq,
+                            QuantGemm::kMaxRows);
+  const float* s = opt_.act_scales.data() + size_t(l) * kQuantGemmsPerLayer;
+  // Exact GELU for FP32 or when asked (our epilogue); else the tanh form cuBLASLt fuses.
+  const GemmEpilogue gelu = (dt == DType::kF32 || opt_.exact_gelu) ? GemmEpilogue::kBiasGelu
+                                                                   : GemmEpilogue::kBiasGeluTanh;
+  d->qqkv = std::make_unique<QuantGemm>(w.qkv_w.data(), H, 3 * H, w.qkv_b.data(),
+                                        GemmEpilogue::kBias, q, s[0], dt, rows);
+  d->qout = std::make_unique<QuantGemm>(w.out_w.data(), H, H, w.out_b.data(), GemmEpilogue::kBias,
+                                        q, s[1], dt, rows);
+  d->qff1 = std::make_unique<QuantGemm>(w.ff1_w.data(), H, I, w.ff1_b.data(), gelu, q, s[2], dt,
+                                        rows);
+  d->qff2 = std::make_unique<QuantGemm>(w.ff2_w.data(), I, H, w.ff2_b.data(), GemmEpilogue::kBias,
+                                        q, s[3], dt, rows);
+  if (q == QuantType::kFp8E4M3 && opt_.quant_fp8_output && dt != DType::kF32) {
+    d->qff1->SetQuantisedOutput(s[3]);  // FFN1 writes FFN2's E4M3 input where cuBLASLt can
+  }
+}
+
+std::vector<std::string> CudaEncoder::QuantPaths(int M) const {
+  std::vector<std::string> r;
+  if (layers_.empty() || !layers_[0].qqkv) return r;
+  const Layer& L = layers_[0];
+  r.push_back("qkv: " + L.qqkv->path(M));
+  r.push_back("out: " + L.qout->path(M));
+  r.push_back("ff1: " + L.qff1->path(M));
+  r.push_back("ff2: " + L.qff2->path(M));
+  return r;
+}
+
+void CudaEncoderContext::SetCalibration(bool on) {
+  if (on && enc_->opt_.quant != EncoderQuant::kNone) {
+    throw Error("calibration runs on an unquantised encoder");
+  }
+  if (on && !calibrating_) {
+    CUDA_CHECK(cudaMemsetAsync(d_amax_, 0, size_t(enc_->cfg_.layers) * kQuantGemmsPerLayer * 4,
+                               stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  calibrating_ = on;
+}
+
+std::vector<float> CudaEncoderContext::CalibrationAmax() const {
+  std::vector<float> a(size_t(enc_->cfg_.layers) * kQuantGemmsPerLayer);
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  CUDA_CHECK(cudaMemcpy(a.data(), d_amax_, a.size() * 4, cudaMemcpyDeviceToHost));
+  return a;
+}
+
+void CudaEncoderContext::RecordAmax(const void* x, int64_t n, int slot) {
+  AbsMaxAccumulate(enc_->opt_.dtype, x, n, d_amax_ + slot, stream_);
+}
+
+// Prepares the quantised GEMMs for Tb rows. A GEMM on a scratch-accumulating path runs in row
+// chunks of acc_rows_ (quant_chunk_rows), so each chunk size is prepared too; the scratch is
+// allocated here (outside capture) the first time a bucket needs it, for the largest N.
+void CudaEncoderContext::PrepareQuant(int Tb) {
+  CudaEncoder& e = *enc_;
+  LtWorkspace& ws = *ws_;
+  const int chunk_opt = e.opt_.quant_chunk_rows > 0 ? e.opt_.quant_chunk_rows : max_tokens_;
+  if (acc_rows_ == 0) acc_rows_ = std::min(chunk_opt, max_tokens_);
+  bool need_acc = false, need_xq_ffn = false;
+  for (auto& L : e.layers_) {
+    const std::pair<QuantGemm*, bool> gemms[] = {
+        {L.qqkv.get(), false}, {L.qout.get(), true}, {L.qff1.get(), false}, {L.qff2.get(), true}};
+    for (auto [g, res] : gemms) {
+      if (Tb > acc_rows_) {  // chunk size first: a scratch path never prepares all Tb rows
+        g->Prepare(acc_rows_, res, ws, stream_);
+        const bool fused = g->Fused(acc_rows_, res);
+        if (fused) g->Prepare(Tb, res, ws, stream_);
+        if (!fused || !g->Fused(Tb, res)) {
+          need_acc = true;
+          if (Tb % acc_rows_) g->Prepare(Tb % acc_rows_, res, ws, stream_);
+        }
+        continue;
+      }
+      g->Prepare(Tb, res, ws, stream_);
+      if (!g->Fused(Tb, res)) need_acc = true;
+    }
+    need_xq_ffn = need_xq_ffn || !L.qff1->QuantisedOutput(Tb);
+  }
+  if (need_xq_ffn && !d_xq_ffn_) {
+    const size_t bytes = size_t(max_tokens_) * e.cfg_.intermediate;
+    CUDA_CHECK(cudaMalloc(&d_xq_ffn_, bytes));
+    device_bytes_ += bytes;
+  }
+  if (need_acc && !d_acc_) {
+    const EncoderConfig& c = e.cfg_;
+    const size_t bytes = size_t(acc_rows_) * std::max(3 * c.hidden, c.intermediate) * 4;
+    CUDA_CHECK(cudaMalloc(&d_acc_, bytes));
+    device_bytes_ += bytes;
+  }
+}
+
+void CudaEncoderContext::RunQuantGemm(QuantGemm& g, const void* xq, int M, void* y,
+                                      const void* residual) {
+  LtWorkspace& ws = *ws_;
+  const bool res = residual != nullptr;
+  if (M <= acc_rows_ || g.Fused(M, res)) {
+    g.Run(xq, M, y, residual, d_acc_, ws, stream_);
+    return;
+  }
+  const size_t es = DTypeSize(enc_->opt_.dtype);
+  for (int r0 = 0; r0 < M; r0 += acc_rows_) {
+    const int m = std::min(acc_rows_, M - r0);
+    const size_t yoff = size_t(r0) * g.N() * es;
+    g.Run(static_cast<const char*>(xq) + size_t(r0) * g.K(), m, static_cast<char*>(y) + yoff,
+          res ? static_cast<const char*>(residual) + yoff : nullptr, d_acc_, ws, stream_);
+  }
+}
+
+void CudaEncoderContext::EnqueueQuantLayer(int l, int Tb, int Sb, int Bb) {
+  CudaEncoder& e = *enc_;
+  const EncoderConfig& c = e.cfg_;
+  const DType dt = e.opt_.dtype;
+  const QuantType q = ToQuantType(e.opt_.quant);
+  const size_t es = DTypeSize(dt);
+  const int H = c.hidden, I = c.intermediate;
+  auto& L = e.layers_[l];
+  cudaStream_t s = stream_;
+  void* qkv = d_u_;
+  void* ctx = static_cast<char*>(d_u_) + size_t(Tb) * 3 * H * es;
+  const float scale = 1.f / std::sqrt(float(c.head_dim()));
+  const int64_t TH = int64_t(Tb) * H;
+  // Fused LayerNorms: the previous layer's LN2 already wrote this layer's QKV input.
+  const bool fuse = e.opt_.quant_fuse_layernorm && LayerNormQuantSupported(H);
+  if (l == 0 || !fuse) QuantizeActivations(dt, d_x_, TH, L.qqkv->x_scale(), q, d_xq_, s);
+  RunQuantGemm(*L.qqkv, d_xq_, Tb, qkv, nullptr);
+  Attention(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, ctx, s);
+  QuantizeActivations(dt, ctx, TH, L.qout->x_scale(), q, d_xq_, s);
+  RunQuantGemm(*L.qout, d_xq_, Tb, d_x_, d_x_);  // x = ctx . Wo + bo + x, in place
+  if (fuse) {
+    LayerNormQuant(dt, d_x_, Tb, H, L.ln1_g, L.ln1_b, c.eps, L.qff1->x_scale(), q, d_xq_, s);
+  } else {
+    LayerNorm(dt, d_x_, nullptr, nullptr, L.ln1_g, L.ln1_b, c.eps, Tb, H, d_x_, s);
+    QuantizeActivations(dt, d_x_, TH, L.qff1->x_scale(), q, d_xq_, s);
+  }
+  if (L.qff1->QuantisedOutput(Tb)) {  // GELU output straight in E4M3, into U (free now)
+    RunQuantGemm(*L.qff1, d_xq_, Tb, d_u_, nullptr);
+    RunQuantGemm(*L.qff2, d_u_, Tb, d_x_, d_x_);
+  } else {
+    RunQuantGemm(*L.qff1, d_xq_, Tb, d_u_, nullptr);
+    QuantizeActivations(dt, d_u_, int64_t(Tb) * I, L.qff2->x_scale(), q, d_xq_ffn_, s);
+    RunQuantGemm(*L.qff2, d_xq_ffn_, Tb, d_x_, d_x_);
+  }
+  if (fuse && l + 1 < int(e.layers_.size())) {  // also the next layer's QKV input
+    LayerNormQuant(dt, d_x_, Tb, H, L.ln2_g, L.ln2_b, c.eps, e.layers_[l + 1].qqkv->x_scale(), q,
+                   d_xq_, s);
+  } else {
+    LayerNorm(dt, d_x_, nullptr, nullptr, L.ln2_g, L.ln2_b, c.eps, Tb, H, d_x_, s);
+  }
+}
+
+}  // namespace hotline::engine::cuda

@@ -1,0 +1,327 @@
+// Quantised CUDA encoders (FP8 E4M3 and INT8, encoder_quant.h) on a 4-layer BERT-base-wide
+// random encoder, packed batches with lengths 1..128 (token-bucket padding included), against
+//   - the FP32 reference (erf GELU): the quantisation error itself;
+//   - a quantisation-simulated FP32 reference (quant_reference.h) with the same scales: catches
+//     wrong scales, layouts or epilogues (errors of order 1) beyond the FP16 arithmetic;
+// plus the device calibration against the reference's activation maxima, graph replay,
+// INT8 row chunking (bit-identical: int32 accumulation is exact) and the weight memory.
+//
+// Bounds (normalised error ||got - want|| / ||want|| of the intent and slot logits):
+//   FP8 E4M3 vs FP32 <= 0.15: 3 mantissa bits round each operand by up to 2^-4 (RMS ~3.6%), so
+//     each GEMM output carries ~5% relative noise; residual sums and LayerNorm keep it from
+//     compounding: the CPU simulation of this very model measured 6-9% (2026-12-01).
+//   INT8 vs FP32 <= 0.06: per-tensor scales amax/127 with activations whose amax is 4-5x their
+//     RMS round by ~1% RMS per operand; the simulation measured 2.5-3.3%.
+//   vs the simulation: FP8 <= 0.08, INT8 <= 0.04: the device computes everything else in FP16,
+//     and FP16 differences (~1e-2 after the layers) move some values across a rounding
+//     boundary of the 8-bit grid, each such move costing one quantum.
+// Skips loudly when no CUDA device is present; a GPU without FP8 must refuse FP8 with an error.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "engine/cuda/encoder_quant.h"
+#include "tests/engine/cuda/quant_reference.h"
+#include "tests/engine/cuda/test_util.h"
+
+namespace hotline::engine::cuda {
+namespace {
+
+bool HaveGpu() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    std::printf("*** NO CUDA DEVICE: quantised encoder tests SKIPPED (run them on a GPU) ***\n");
+    return false;
+  }
+  return true;
+}
+
+EncoderConfig TestConfig() {
+  EncoderConfig c;  // BERT-base width: hidden 768, 12 heads, FFN 3072
+  c.layers = 4;
+  c.vocab = 5000;
+  c.max_pos = 160;
+  return c;
+}
+
+EncoderBatch TestBatch(std::mt19937_64& rng, const EncoderConfig& c) {
+  EncoderBatch b;
+  b.cu = {0, 1, 8, 72, 137, 265, 298};  // lengths 1, 7, 64, 65, 128, 33; bucket 320 (padded)
+  for (int t = 0; t < b.cu.back(); ++t) {
+    b.ids.push_back(int32_t(rng() % c.vocab));
+    b.types.push_back(int32_t(rng() % 2));
+  }
+  return b;
+}
+
+EncoderOptions QuantOptions(EncoderQuant q, const std::vector<float>& scales) {
+  EncoderOptions o;
+  o.dtype = DType::kF16;
+  o.max_batch = 16;
+  o.max_seq = 128;
+  o.quant = q;
+  o.act_scales = scales;
+  return o;
+}
+
+int Agree(const std::vector<int32_t>& a, const std::vector<int>& b) {
+  int n = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) n += a[i] == b[i];
+  return n;
+}
+
+TEST(CudaQuantEncoder, Fp8AndInt8MatchFp32WithinQuantisationError) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  std::mt19937_64 rng(test::Seed() + 41);
+  const EncoderConfig c = TestConfig();
+  const EncoderWeights w = EncoderWeights::Random(c, rng());
+  const EncoderBatch b = TestBatch(rng, c);
+  std::vector<float> amax_ref;
+  const ref::EncoderResult full =
+      ref::QuantEncoder(c, w, {}, QuantType::kInt8, false, b.ids, b.types, b.cu, &amax_ref);
+
+  // The device calibration on this batch reproduces the reference's maxima (FP16 path: ~1e-3
+  // per value, tanh GELU vs erf before FFN2: < 1e-3 absolute).
+  const std::vector<float> amax_same = CalibrateEncoderAmax(c, w, QuantOptions(EncoderQuant::kNone,
+                                                                               {}), {b});
+  ASSERT_EQ(amax_same.size(), amax_ref.size());
+  for (size_t i = 0; i < amax_ref.size(); ++i) {
+    SCOPED_TRACE("layer " + std::to_string(i / 4) + " " + QuantGemmInputName(int(i % 4)));
+    EXPECT_GT(amax_ref[i], 0.f);
+    EXPECT_NEAR(amax_same[i], amax_ref[i], 3e-2 * amax_ref[i]);
+  }
+  // The scales used below come from other batches, as a plan's would.
+  const std::vector<float> amax = CalibrateEncoderAmax(
+      c, w, QuantOptions(EncoderQuant::kNone, {}), RandomEncoderBatches(c, 4, 16, 128, rng()));
+
+  auto f16 = CudaEncoder::Create(c, w, QuantOptions(EncoderQuant::kNone, {}));
+  size_t gemm_params = 0;
+  for (int l = 0; l < c.layers; ++l) {
+    gemm_params += size_t(c.hidden) * (4 * c.hidden + 2 * c.intermediate);
+  }
+  // A second, random batch (other buckets) and its FP32 reference.
+  const EncoderBatch b2 = RandomEncoderBatches(c, 1, 11, 128, rng())[0];
+  const ref::EncoderResult full2 =
+      ref::QuantEncoder(c, w, {}, QuantType::kInt8, false, b2.ids, b2.types, b2.cu, nullptr);
+  struct Variant { EncoderQuant eq; bool fp8_output, fuse_ln; const char* name; };
+  const Variant variants[] = {
+      {EncoderQuant::kFp8, true, true, "fp8 (e4m3 ffn1 output, fused LN+quantise)"},
+      {EncoderQuant::kFp8, true, false, "fp8 (e4m3 ffn1 output)"},
+      {EncoderQuant::kFp8, false, false, "fp8 (no fusions)"},
+      {EncoderQuant::kInt8, false, true, "int8 (fused LN+quantise)"},
+      {EncoderQuant::kInt8, false, false, "int8 (no fusions)"}};
+  std::map<int, ref::EncoderResult> sims;  // per quantisation type
+  for (const Variant& v : variants) {
+    const EncoderQuant eq = v.eq;
+    const QuantType q = ToQuantType(eq);
+    SCOPED_TRACE(v.name);
+    const std::vector<float> scales = ScalesFromAmax(amax, eq);
+    if (!QuantTypeSupported(q)) {
+      EXPECT_THROW(CudaEncoder::Create(c, w, QuantOptions(eq, scales)), Error);
+      std::printf("%s not supported on this GPU: refusal checked\n", v.name);
+      continue;
+    }
+    EncoderOptions o = QuantOptions(eq, scales);
+    o.quant_fp8_output = v.fp8_output;
+    o.quant_fuse_layernorm = v.fuse_ln;
+    auto enc = CudaEncoder::Create(c, w, o);
+    // Only 8-bit copies of the quantised GEMMs' weights: at least 0.9 byte saved per weight.
+    std::printf("%s weights %.1f MiB (fp16 %.1f MiB)\n", v.name,
+                enc->weight_bytes() / 1048576.0, f16->weight_bytes() / 1048576.0);
+    EXPECT_LE(double(enc->weight_bytes()), double(f16->weight_bytes()) - 0.9 * gemm_params);
+    auto ctx = enc->CreateContext();
+    EncoderOutputs out, again;
+    ctx->Run(b.ids.data(), b.types.data(), b.cu.data(), 6, &out);
+    ctx->Run(b.ids.data(), b.types.data(), b.cu.data(), 6, &again);  // graph replay
+    EXPECT_EQ(out.intent_logits, again.intent_logits);
+    EXPECT_EQ(out.slot_logits, again.slot_logits);
+
+    for (const auto& p : enc->QuantPaths(320)) std::printf("  %s: %s\n", v.name, p.c_str());
+    if (!sims.count(int(eq))) {
+      sims[int(eq)] = ref::QuantEncoder(c, w, scales, q, true, b.ids, b.types, b.cu, nullptr);
+    }
+    const ref::EncoderResult& sim = sims[int(eq)];
+    const bool fp8 = eq == EncoderQuant::kFp8;
+    const double ei = ref::RelErr(out.intent_logits, full.intent_logits);
+    const double es = ref::RelErr(out.slot_logits, full.slot_logits);
+    const double si = ref::RelErr(out.intent_logits, sim.intent_logits);
+    const double ss = ref::RelErr(out.slot_logits, sim.slot_logits);
+    const double qi = ref::RelErr(sim.intent_logits, full.intent_logits);
+    const double qs = ref::RelErr(sim.slot_logits, full.slot_logits);
+    const int ia = Agree(out.intent, full.intent), sa = Agree(out.slots, full.slots);
+    std::printf("%s vs fp32: intent %.4f slot %.4f (simulation vs fp32: %.4f %.4f); vs "
+                "simulation: %.4f %.4f; intent agree %d/6, slot agree %d/%d\n",
+                v.name, ei, es, qi, qs, si, ss, ia, sa, int(full.slots.size()));
+    EXPECT_LE(ei, fp8 ? 0.15 : 0.06);
+    EXPECT_LE(es, fp8 ? 0.15 : 0.06);
+    EXPECT_LE(si, fp8 ? 0.08 : 0.04);
+    EXPECT_LE(ss, fp8 ? 0.08 : 0.04);
+    EXPECT_GE(ia, 4);
+    EXPECT_GE(sa, (fp8 ? 0.85 : 0.90) * full.slots.size());
+    for (size_t i = 0; i < out.intent.size(); ++i) {
+      double s = 0;
+      for (int k = 0; k < c.n_intents; ++k) s += out.intent_probs[i * c.n_intents + k];
+      EXPECT_NEAR(s, 1.0, 1e-4);
+    }
+
+    // A second, random batch through the same context (new buckets) stays within the bound.
+    ctx->Run(b2.ids.data(), b2.types.data(), b2.cu.data(), 11, &out);
+    EXPECT_LE(ref::RelErr(out.slot_logits, full2.slot_logits), fp8 ? 0.15 : 0.06);
+    EXPECT_LE(ref::RelErr(out.intent_logits, full2.intent_logits), fp8 ? 0.15 : 0.06);
+  }
+}
+
+// FFN1's E4M3 output (QuantGemm::SetQuantisedOutput): where cuBLASLt takes it, the bytes are
+// saturate(gelu(x.W + b) / y_scale) in E4M3, i.e. within E4M3's rounding (relative 2^-4 per
+// value, ~3.6% RMS) of the FP32 result of the same quantised inputs; elsewhere the output is the
+// usual FP16 one.
+TEST(CudaQuantEncoder, Fp8GemmWritesE4m3OutputWithinItsRounding) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  if (!QuantTypeSupported(QuantType::kFp8E4M3)) GTEST_SKIP() << "no FP8 on this GPU";
+  std::mt19937_64 rng(test::Seed() + 43);
+  const int M = 200, K = 256, N = 512;
+  std::vector<float> w = test::RandomVec(rng, size_t(K) * N, -1.f / 16, 1.f / 16);
+  std::vector<float> bias = test::RandomVec(rng, N, -0.5f, 0.5f);
+  std::vector<float> x = test::RandomVec(rng, size_t(M) * K);
+  auto dx = test::Upload(DType::kF16, x);
+  const float xs = 1.f / 224, ys = 4.f / 224;  // |x| <= 1; |y| well below 4
+  QuantGemm g(w.data(), K, N, bias.data(), GemmEpilogue::kBiasGeluTanh, QuantType::kFp8E4M3, xs,
+              DType::kF16, 4096);
+  g.SetQuantisedOutput(ys);
+  LtWorkspace ws;
+  g.Prepare(M, false, ws, nullptr);
+  std::printf("fp8 M=%d K=%d N=%d gelu: %s\n", M, K, N, g.path(M).c_str());
+  test::DevBuf xq(size_t(M) * K), y(size_t(M) * N * 2), acc(std::max<size_t>(g.AccBytes(M), 1));
+  QuantizeActivations(DType::kF16, dx->get(), int64_t(M) * K, xs, QuantType::kFp8E4M3, xq.get(),
+                      nullptr);
+  g.Run(xq.get(), M, y.get(), nullptr, acc.get(), ws, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> got(size_t(M) * N);
+  if (g.QuantisedOutput(M)) {
+    std::vector<uint8_t> bytes(got.size());
+    CUDA_CHECK(cudaMemcpy(bytes.data(), y.get(), bytes.size(), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < got.size(); ++i) {
+      got[i] = __half2float(__half(__nv_cvt_fp8_to_halfraw(bytes[i], __NV_E4M3))) * ys;
+    }
+  } else {
+    got = test::Download(DType::kF16, y.get(), got.size());
+  }
+  const std::vector<float> wq = ref::QDQWeights(w, K, N, QuantType::kFp8E4M3);
+  std::vector<float> want(got.size());
+  for (int m = 0; m < M; ++m) {
+    for (int n = 0; n < N; ++n) {
+      double acc_d = 0;
+      for (int k = 0; k < K; ++k) {
+        acc_d += double(ref::QDQ(x[size_t(m) * K + k], xs, QuantType::kFp8E4M3)) *
+                 wq[size_t(k) * N + n];
+      }
+      want[size_t(m) * N + n] = float(ref::GeluTanh(acc_d + bias[n]));
+    }
+  }
+  const double err = ref::RelErr(got, want);
+  std::printf("fp8 %s output vs fp32 of the quantised inputs: rel err %.4f\n",
+              g.QuantisedOutput(M) ? "e4m3" : "fp16", err);
+  // E4M3 rounds each value to within 2^-4 of itself (normals; subnormals are far smaller in
+  // absolute terms), so the norm-wise error is at most 0.0625 plus the accumulation's rounding.
+  EXPECT_LE(err, g.QuantisedOutput(M) ? 0.065 : 1e-2);
+}
+
+// LayerNorm + quantise in one pass: the stored x against the CPU LayerNorm (dtype tolerance),
+// and every byte equal to quantising the stored x on the host (same division, same rounding).
+TEST(CudaQuantEncoder, LayerNormQuantMatchesLayerNormThenQuantise) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  std::mt19937_64 rng(test::Seed() + 44);
+  for (QuantType q : {QuantType::kInt8, QuantType::kFp8E4M3}) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (int H : {768, 100, 1024}) {
+        SCOPED_TRACE(std::string(QuantTypeName(q)) + " " + DTypeName(t) + " H=" +
+                     std::to_string(H));
+        const int rows = 37;
+        std::vector<float> x = test::RandomVec(rng, size_t(rows) * H, -3.f, 3.f);
+        std::vector<float> g = test::RandomVec(rng, H, 0.5f, 1.5f);
+        std::vector<float> b = test::RandomVec(rng, H, -0.5f, 0.5f);
+        auto dx = test::Upload(t, x);
+        auto dg = test::UploadF32(g);
+        auto db = test::UploadF32(b);
+        test::DevBuf dq(size_t(rows) * H);
+        const float xs = 5.f / QuantMax(q);
+        LayerNormQuant(t, dx->get(), rows, H, dg->as<float>(), db->as<float>(), 1e-12f, xs, q,
+                       dq.get(), nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> y = test::Download(t, dx->get(), x.size());
+        std::vector<float> want(x.size());
+        ref::LayerNorm(x.data(), nullptr, nullptr, g.data(), b.data(), 1e-12f, rows, H,
+                       want.data());
+        EXPECT_LE(ref::RelErr(y, want), test::Tol(t));
+        std::vector<uint8_t> got(x.size());
+        CUDA_CHECK(cudaMemcpy(got.data(), dq.get(), got.size(), cudaMemcpyDeviceToHost));
+        int bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          uint8_t e;
+          if (q == QuantType::kInt8) {
+            e = uint8_t(int8_t(std::max(-127.f, std::min(127.f, std::nearbyint(y[i] / xs)))));
+          } else {
+            e = uint8_t(__nv_cvt_float_to_fp8(y[i] / xs, __NV_SATFINITE, __NV_E4M3));
+          }
+          bad += got[i] != e;
+        }
+        EXPECT_EQ(bad, 0);
+      }
+    }
+  }
+  EXPECT_THROW(LayerNormQuant(DType::kF16, nullptr, 1, 2048, nullptr, nullptr, 1e-12f, 1.f,
+                              QuantType::kInt8, nullptr, nullptr),
+               Error);
+}
+
+TEST(CudaQuantEncoder, Int8RowChunksAreBitIdenticalAndBadScalesAreRefused) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  std::mt19937_64 rng(test::Seed() + 42);
+  EncoderConfig c;
+  c.layers = 2; c.hidden = 256; c.heads = 4; c.intermediate = 1024; c.vocab = 3000;
+  c.max_pos = 160;
+  const EncoderWeights w = EncoderWeights::Random(c, rng());
+  const EncoderBatch b = TestBatch(rng, c);
+  const std::vector<float> amax = CalibrateEncoderAmax(
+      c, w, QuantOptions(EncoderQuant::kNone, {}), RandomEncoderBatches(c, 2, 8, 128, rng()));
+  EncoderOptions o = QuantOptions(EncoderQuant::kInt8, ScalesFromAmax(amax, EncoderQuant::kInt8));
+  auto whole = CudaEncoder::Create(c, w, o);
+  o.quant_chunk_rows = 128;  // 320 padded rows: chunks of 128, 128, 64
+  auto chunked = CudaEncoder::Create(c, w, o);
+  auto cw = whole->CreateContext();
+  auto cc = chunked->CreateContext();
+  EncoderOutputs a, d;
+  cw->Run(b.ids.data(), b.types.data(), b.cu.data(), 6, &a);
+  cc->Run(b.ids.data(), b.types.data(), b.cu.data(), 6, &d);
+  EXPECT_EQ(a.slot_logits, d.slot_logits);
+  EXPECT_EQ(a.intent_logits, d.intent_logits);
+  const ref::EncoderResult full =
+      ref::QuantEncoder(c, w, {}, QuantType::kInt8, false, b.ids, b.types, b.cu, nullptr);
+  EXPECT_LE(ref::RelErr(a.slot_logits, full.slot_logits), 0.06);
+
+  // Wrong number of scales: named; non-positive scale: refused; calibration of a quantised
+  // encoder: refused.
+  EncoderOptions bad = o;
+  bad.act_scales.pop_back();
+  try {
+    CudaEncoder::Create(c, w, bad);
+    FAIL() << "expected a throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("activation scales"), std::string::npos) << e.what();
+  }
+  bad = o;
+  bad.act_scales[3] = 0.f;
+  EXPECT_THROW(CudaEncoder::Create(c, w, bad), Error);
+  EXPECT_THROW(cw->SetCalibration(true), Error);
+  EXPECT_THROW(ScalesFromAmax({1.f, NAN}, EncoderQuant::kInt8), Error);
+  EXPECT_THROW(ParseEncoderQuant("int4"), Error);
+}
+
+}  // namespace
+}  // namespace hotline::engine::cuda

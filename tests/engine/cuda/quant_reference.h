@@ -1,0 +1,107 @@
+// CPU reference of a quantised encoder (tests of encoder_quant.h): the FP32 reference encoder
+// (reference.h) with the 8-bit rounding of the four GEMM inputs of every layer (per-tensor
+// scales) and of their weights (per output channel, symmetric) simulated exactly as the device
+// rounds them (INT8: nearest-even, clamp to +-127; FP8: E4M3 saturating, via cuda_fp8.h's host
+// conversions). Everything else stays FP32/double. Also records max |x| of each GEMM input (the
+// calibration the device must reproduce).
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/cuda/quant_gemm.h"
+#include "tests/engine/cuda/reference.h"
+
+namespace hotline::engine::cuda::ref {
+
+inline float QDQ(float v, float scale, QuantType q) {  // quantise then dequantise
+  const float u = v / scale;
+  if (q == QuantType::kInt8) return std::max(-127.f, std::min(127.f, std::nearbyint(u))) * scale;
+  const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(u, __NV_SATFINITE, __NV_E4M3);
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3))) * scale;
+}
+
+// W [K, N] -> per-output-channel symmetric 8-bit, dequantised.
+inline std::vector<float> QDQWeights(const std::vector<float>& w, int K, int N, QuantType q) {
+  std::vector<float> out(w.size());
+  for (int n = 0; n < N; ++n) {
+    float m = 0.f;
+    for (int k = 0; k < K; ++k) m = std::max(m, std::fabs(w[size_t(k) * N + n]));
+    const float s = m > 0.f ? m / QuantMax(q) : 1.f;
+    for (int k = 0; k < K; ++k) out[size_t(k) * N + n] = QDQ(w[size_t(k) * N + n], s, q);
+  }
+  return out;
+}
+
+// scales: [layers][4] (qkv_in, out_in, ff1_in, ff2_in) or empty (no quantisation: the FP32
+// reference). amax (optional): receives max |x| of each GEMM input over all tokens.
+inline EncoderResult QuantEncoder(const EncoderConfig& c, const EncoderWeights& w,
+                                  const std::vector<float>& scales, QuantType q, bool gelu_tanh,
+                                  const std::vector<int32_t>& ids,
+                                  const std::vector<int32_t>& types,
+                                  const std::vector<int32_t>& cu, std::vector<float>* amax) {
+  const int B = int(cu.size()) - 1, T = cu.back(), H = c.hidden, I = c.intermediate;
+  const int D = c.head_dim();
+  const bool quant = !scales.empty();
+  std::vector<float> x(size_t(T) * H), qkv(size_t(T) * 3 * H), ctx(size_t(T) * H),
+      tmp(size_t(T) * H), ff(size_t(T) * I), in;
+  if (amax) amax->assign(size_t(c.layers) * 4, 0.f);
+  // The GEMM input `v` as the GEMM sees it: recorded, then rounded when quantising.
+  auto gemm_input = [&](const std::vector<float>& v, int l, int slot) -> const float* {
+    if (amax) {
+      float& m = (*amax)[size_t(l) * 4 + slot];
+      for (float f : v) m = std::max(m, std::fabs(f));
+    }
+    if (!quant) return v.data();
+    in.resize(v.size());
+    const float s = scales[size_t(l) * 4 + slot];
+    for (size_t i = 0; i < v.size(); ++i) in[i] = QDQ(v[i], s, q);
+    return in.data();
+  };
+  auto weights = [&](const std::vector<float>& wt, int K, int N) {
+    return quant ? QDQWeights(wt, K, N, q) : wt;
+  };
+  Embed(ids.data(), types.empty() ? nullptr : types.data(), cu.data(), B, w.word.data(),
+        w.pos.data(), w.type.data(), w.emb_gamma.data(), w.emb_beta.data(), c.eps, H, x.data());
+  for (int l = 0; l < c.layers; ++l) {
+    const auto& L = w.layers[l];
+    Linear(gemm_input(x, l, 0), T, H, weights(L.qkv_w, H, 3 * H).data(), 3 * H, L.qkv_b.data(),
+           qkv.data());
+    Attention(qkv.data(), cu.data(), B, c.heads, D, float(1.0 / std::sqrt(double(D))), ctx.data());
+    Linear(gemm_input(ctx, l, 1), T, H, weights(L.out_w, H, H).data(), H, L.out_b.data(),
+           tmp.data());
+    LayerNorm(tmp.data(), nullptr, x.data(), L.ln1_gamma.data(), L.ln1_beta.data(), c.eps, T, H,
+              x.data());
+    Linear(gemm_input(x, l, 2), T, H, weights(L.ff1_w, H, I).data(), I, L.ff1_b.data(),
+           ff.data());
+    for (auto& v : ff) v = float(gelu_tanh ? GeluTanh(v) : Gelu(v));
+    Linear(gemm_input(ff, l, 3), T, I, weights(L.ff2_w, I, H).data(), H, L.ff2_b.data(),
+           tmp.data());
+    LayerNorm(tmp.data(), nullptr, x.data(), L.ln2_gamma.data(), L.ln2_beta.data(), c.eps, T, H,
+              x.data());
+  }
+  EncoderResult r;
+  std::vector<float> cls(size_t(B) * H), pooled(size_t(B) * H);
+  for (int s = 0; s < B; ++s) std::copy_n(&x[size_t(cu[s]) * H], H, &cls[size_t(s) * H]);
+  const float* head_in = cls.data();
+  if (c.pooler) {
+    Linear(cls.data(), B, H, w.pooler_w.data(), H, w.pooler_b.data(), pooled.data());
+    for (auto& v : pooled) v = std::tanh(v);
+    head_in = pooled.data();
+  }
+  r.intent_logits.resize(size_t(B) * c.n_intents);
+  Linear(head_in, B, H, w.intent_w.data(), c.n_intents, w.intent_b.data(), r.intent_logits.data());
+  r.slot_logits.resize(size_t(T) * c.n_slots);
+  Linear(x.data(), T, H, w.slot_w.data(), c.n_slots, w.slot_b.data(), r.slot_logits.data());
+  for (int s = 0; s < B; ++s)
+    r.intent.push_back(Argmax(&r.intent_logits[size_t(s) * c.n_intents], c.n_intents));
+  for (int t = 0; t < T; ++t)
+    r.slots.push_back(Argmax(&r.slot_logits[size_t(t) * c.n_slots], c.n_slots));
+  return r;
+}
+
+}  // namespace hotline::engine::cuda::ref
