@@ -158,6 +158,17 @@ std::vector<Policy::TurnSlot> Policy::TurnSlots(const Session& s, const std::str
     out.push_back({{slot.type, slot.value, slot.normalized}, slot.valid});
     ends.push_back(slot.end);
   }
+  if (out.size() == 1 && IsFreeText(out[0].fill.type) && out[0].fill.normalized.empty()) {
+    // A reply that is only the free-text value, of which the model spanned a tail ("叫好味道餐厅"
+    // -> "餐厅"): the whole phrase is the value when it ends with the span and is shaped like one.
+    const std::string whole = StripBareValue(text);
+    const std::string& v = out[0].fill.value;
+    if (whole.size() > v.size() && CodePoints(whole) <= 20 &&
+        whole.compare(whole.size() - v.size(), v.size(), v) == 0 &&
+        LooksLike(out[0].fill.type, whole)) {
+      out[0].fill.value = whole;
+    }
+  }
   if (!out.empty()) return out;
   // A bare answer to a pending question that the model did not span ("就是鑫源物业").
   const std::string value = StripBareValue(text);
@@ -184,6 +195,24 @@ std::string Policy::BareValueType(const Session& s, const std::string& text,
   for (const auto& type : pending)
     if (IsFreeText(type) && LooksLike(type, value)) return type;
   return "";
+}
+
+bool Policy::AnswersPending(const Session& s, const std::string& text,
+                            const nlu::Understanding& u) const {
+  std::vector<std::string> pending;
+  if (!s.asking_slot.empty()) {
+    pending.push_back(s.asking_slot);
+  } else if (s.stage == Stage::kConfirming || s.stage == Stage::kCorrecting) {
+    pending = RequiredSlots(s.main_intent);
+  }
+  if (pending.empty()) return false;
+  const int said = int(CodePoints(StripBareValue(text)));
+  for (const auto& slot : u.slots) {
+    if (std::find(pending.begin(), pending.end(), slot.type) == pending.end()) continue;
+    // At most a few characters around the value ("叫", "是", "就是", "对"): nothing else said.
+    if (said - int(CodePoints(slot.value)) <= 3) return true;
+  }
+  return false;
 }
 
 Vars Policy::SlotVars(const Session& s) const {
@@ -254,9 +283,11 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
     // A reply to a pending question that looks like the value asked for is that value, whatever
     // intent the model gives the phrase on its own.
     const std::string bare_type = BareValueType(s, text, u);
+    const bool answers_pending = AnswersPending(s, text, u);
     // The main intent: set, switched, or kept.
     bool switched = false;
-    if (confident && IsBusiness(intent) && intent != s.main_intent && bare_type.empty()) {
+    if (confident && IsBusiness(intent) && intent != s.main_intent && bare_type.empty() &&
+        !answers_pending) {
       if (s.main_intent.empty() || s.stage == Stage::kOpen) {
         StartMain(s, intent, /*keep_slots=*/true);  // slots said before the problem stay
         switched = true;

@@ -43,6 +43,10 @@ class Policy {
   // The free-text slot type a slot-less turn answers, judged by its form ("" when none).
   std::string BareValueType(const Session& s, const std::string& text,
                             const nlu::Understanding& u) const;
+  // Whether the turn is little more than a value of a pending slot that the model did span
+  // ("叫好味道餐厅" after "哪里需要更正"): an answer, not a new problem, whatever its intent.
+  bool AnswersPending(const Session& s, const std::string& text,
+                      const nlu::Understanding& u) const;
   Vars SlotVars(const Session& s) const;
 
   void StartMain(Session& s, const std::string& intent, bool keep_slots) const;

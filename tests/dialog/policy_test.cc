@@ -365,9 +365,29 @@ TEST_F(PolicyTest, BareValueShapedLikeThePendingSlotIsNotASwitch) {
   r = T("叫好味来餐厅", U("air_pollution", 0.96f));
   EXPECT_EQ(r.intent, "food_safety");
   EXPECT_EQ(Slot(r, "organization"), "好味来餐厅");
+  // The same when the model spans the value but still gives the phrase another intent: a reply
+  // that is little more than the value asked for is an answer.
+  r = T("不对", U("deny", 0.95f));
+  r = T("叫好味道餐厅", U("air_pollution", 0.98f, {{"organization", "好味道餐厅"}}));
+  EXPECT_EQ(r.intent, "food_safety");
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_EQ(Slot(r, "organization"), "好味道餐厅");
+  // ... and when it spans only the tail of the name, the whole reply is the name.
+  r = T("不对", U("deny", 0.95f));
+  r = T("叫好味道餐厅", U("air_pollution", 0.82f, {{"organization", "餐厅"}}));
+  EXPECT_EQ(r.intent, "food_safety");
+  EXPECT_EQ(Slot(r, "organization"), "好味道餐厅");
   // A phrase not shaped like an organisation does switch.
   r = T("不是，是河里有人排污水", U("water_pollution", 0.95f));
   EXPECT_EQ(r.intent, "water_pollution");
+}
+
+TEST_F(PolicyTest, ANewProblemThatNamesThePendingValueStillSwitches) {
+  T("在饭店吃坏肚子了", U("food_safety", 0.95f));
+  // More than the value is said: a new problem about the same restaurant.
+  TurnReply r = T("好味道餐厅的油烟太大了熏得我们没法开窗",
+                  U("cooking_fume", 0.95f, {{"organization", "好味道餐厅"}}));
+  EXPECT_EQ(r.intent, "cooking_fume");
 }
 
 TEST_F(PolicyTest, LastValueOfATypeWinsAndAddressPiecesJoin) {
