@@ -160,6 +160,39 @@ TEST(Pipeline, InvalidUtf8IsAnErrorNamingTheText) {
   }
 }
 
+// Large calls tokenise on several threads (pipeline.cc ParallelFor): every result must equal the
+// result of understanding that text alone, and the error must name the lowest bad index.
+TEST(Pipeline, LargeCallsMatchOneByOneAndNameTheFirstBadText) {
+  auto p = SharedPipeline();
+  const std::vector<std::string> kinds = {"朝阳区建国路停电了", "你好", "车牌京A12345的出租车拒载。",
+                                          "", "我要投诉小区物业不给修电梯", "谢谢再见"};
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i) texts.push_back(kinds[(i * 7) % kinds.size()]);
+  const auto got = p->Understand(texts, kNow);
+  ASSERT_EQ(got.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto alone = p->Understand({texts[i]}, kNow)[0];
+    EXPECT_EQ(got[i].intent, alone.intent) << i;
+    EXPECT_NEAR(got[i].confidence, alone.confidence, 1e-5) << i;
+    EXPECT_EQ(got[i].num_tokens, alone.num_tokens) << i;
+    ASSERT_EQ(got[i].slots.size(), alone.slots.size()) << i;
+    for (size_t k = 0; k < alone.slots.size(); ++k) {
+      EXPECT_EQ(got[i].slots[k].value, alone.slots[k].value) << i;
+      EXPECT_EQ(got[i].slots[k].start, alone.slots[k].start) << i;
+    }
+  }
+  texts[150] = "abc\xC3";  // both halves of the call have a bad text: the first one is named
+  texts[60] = "\xFF你好";
+  try {
+    p->Understand(texts, kNow);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("text 60: invalid UTF-8"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Pipeline, BatchesLargerThanTheProfileAndThreads) {
   auto p = SharedPipeline();
   ASSERT_LT(p->plan_info().profile.max_batch, 20);
