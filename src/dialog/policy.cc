@@ -186,25 +186,22 @@ std::string Policy::BareValueType(const Session& s, const std::string& text,
   if (!u.slots.empty()) return "";
   const std::string value = StripBareValue(text);
   if (CodePoints(value) < 2 || CodePoints(value) > 20) return "";
-  std::vector<std::string> pending;
-  if (!s.asking_slot.empty()) {
-    pending.push_back(s.asking_slot);
-  } else if (s.stage == Stage::kConfirming || s.stage == Stage::kCorrecting) {
-    pending = RequiredSlots(s.main_intent);
-  }
-  for (const auto& type : pending)
+  for (const auto& type : PendingSlots(s))
     if (IsFreeText(type) && LooksLike(type, value)) return type;
   return "";
 }
 
+std::vector<std::string> Policy::PendingSlots(const Session& s) const {
+  if (!s.asking_slot.empty()) return {s.asking_slot};
+  if (s.stage == Stage::kConfirming || s.stage == Stage::kCorrecting) {
+    return RequiredSlots(s.main_intent);
+  }
+  return {};
+}
+
 bool Policy::AnswersPending(const Session& s, const std::string& text,
                             const nlu::Understanding& u) const {
-  std::vector<std::string> pending;
-  if (!s.asking_slot.empty()) {
-    pending.push_back(s.asking_slot);
-  } else if (s.stage == Stage::kConfirming || s.stage == Stage::kCorrecting) {
-    pending = RequiredSlots(s.main_intent);
-  }
+  const std::vector<std::string> pending = PendingSlots(s);
   if (pending.empty()) return false;
   const int said = int(CodePoints(StripBareValue(text)));
   for (const auto& slot : u.slots) {

@@ -40,6 +40,9 @@ class Policy {
   std::vector<TurnSlot> TurnSlots(const Session& s, const std::string& text,
                                   const nlu::Understanding& u, bool bare_value_ok,
                                   const std::string& bare_type) const;
+  // The slot types a reply may be answering: the one asked for, or while a read-back is being
+  // confirmed or corrected every required slot of the main intent.
+  std::vector<std::string> PendingSlots(const Session& s) const;
   // The free-text slot type a slot-less turn answers, judged by its form ("" when none).
   std::string BareValueType(const Session& s, const std::string& text,
                             const nlu::Understanding& u) const;

@@ -4,28 +4,12 @@ folder at that precision, and intent agreement recomputed here from the predicti
 import json
 import os
 import shutil
-import subprocess
 
 import pytest
 
-HOTLINE = os.environ.get("HOTLINE_BIN", "hotline")
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-TINY = os.path.join(ROOT, "tests", "fixtures", "nlu", "tiny_model")
+from cli_util import ROOT, TINY, head, run
+
 N = 200
-
-
-def run(args, timeout=500):
-    return subprocess.run([HOTLINE, *args], capture_output=True, timeout=timeout)
-
-
-def head(src, dst, n):
-    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as g:
-        for k, line in enumerate(f):
-            if k >= n:
-                break
-            g.write(line)
-    return dst
 
 
 @pytest.fixture(scope="module")

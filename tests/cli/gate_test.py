@@ -9,29 +9,13 @@ folder), with intent agreement recomputed here from the two runs' predictions.
 import json
 import os
 import shutil
-import subprocess
 
 import pytest
 
-HOTLINE = os.environ.get("HOTLINE_BIN", "hotline")
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-TINY = os.path.join(ROOT, "tests", "fixtures", "nlu", "tiny_model")
+from cli_util import ROOT, TINY, head, run
+
 N_GATE = 300
 N_CALIB = 100
-
-
-def run(args, timeout=500):
-    return subprocess.run([HOTLINE, *args], capture_output=True, timeout=timeout)
-
-
-def head(src, dst, n):
-    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as g:
-        for k, line in enumerate(f):
-            if k >= n:
-                break
-            g.write(line)
-    return dst
 
 
 @pytest.fixture(scope="module")

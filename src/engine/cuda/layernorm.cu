@@ -51,6 +51,26 @@ __global__ void LayerNormKernel(const T* x, const T* bias, const T* residual, co
   NormaliseRow(row, gamma, beta, eps, hidden, y + off, red);
 }
 
+// The three embedding rows of token t of a packed batch: word (clamped id), position (t's offset in
+// its sequence, found by binary search over cu[0..batch]: the last b with cu[b] <= t; 0 for rows
+// past the last sequence) and token type (0 without type ids).
+struct EmbedRows {
+  int64_t word, pos, type;  // row indices
+};
+__device__ __forceinline__ EmbedRows FindEmbedRows(const int32_t* ids, const int32_t* type_ids,
+                                                   const int32_t* cu, int batch, int vocab,
+                                                   int max_pos, int type_vocab, int t) {
+  int lo = 0, hi = batch;  // invariant: cu[lo] <= t (or lo == 0), answer in [lo, hi)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (cu[mid] <= t) lo = mid; else hi = mid;
+  }
+  int p = t < cu[batch] ? t - cu[lo] : 0;
+  p = min(max(p, 0), max_pos - 1);
+  return {min(max(ids[t], 0), vocab - 1), p,
+          type_ids ? min(max(type_ids[t], 0), type_vocab - 1) : 0};
+}
+
 template <typename T>
 __global__ void EmbedKernel(const int32_t* ids, const int32_t* type_ids, const int32_t* cu,
                             int batch, const T* word, int vocab, const T* pos, int max_pos,
@@ -59,19 +79,10 @@ __global__ void EmbedKernel(const int32_t* ids, const int32_t* type_ids, const i
   extern __shared__ float row[];
   __shared__ float red[32];
   const int t = blockIdx.x;
-  // The sequence holding token t: the last b with cu[b] <= t (binary search over batch + 1).
-  int lo = 0, hi = batch;  // invariant: cu[lo] <= t (or lo == 0), answer in [lo, hi)
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) >> 1;
-    if (cu[mid] <= t) lo = mid; else hi = mid;
-  }
-  int p = t < cu[batch] ? t - cu[lo] : 0;
-  p = min(max(p, 0), max_pos - 1);
-  const int id = min(max(ids[t], 0), vocab - 1);
-  const int tt = type_ids ? min(max(type_ids[t], 0), type_vocab - 1) : 0;
-  const T* w = word + int64_t(id) * hidden;
-  const T* pe = pos + int64_t(p) * hidden;
-  const T* te = type + int64_t(tt) * hidden;
+  const EmbedRows r = FindEmbedRows(ids, type_ids, cu, batch, vocab, max_pos, type_vocab, t);
+  const T* w = word + r.word * hidden;
+  const T* pe = pos + r.pos * hidden;
+  const T* te = type + r.type * hidden;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x)
     row[i] = ToF(w[i]) + ToF(pe[i]) + ToF(te[i]);
   __syncthreads();
@@ -128,17 +139,8 @@ __global__ void __launch_bounds__(256)
   const int t = int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5);
   const int lane = threadIdx.x & 31;
   if (t >= rows) return;
-  int lo = 0, hi = batch;  // the sequence holding token t, as in EmbedKernel
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) >> 1;
-    if (cu[mid] <= t) lo = mid; else hi = mid;
-  }
-  int p = t < cu[batch] ? t - cu[lo] : 0;
-  p = min(max(p, 0), max_pos - 1);
-  const int id = min(max(ids[t], 0), vocab - 1);
-  const int tt = type_ids ? min(max(type_ids[t], 0), type_vocab - 1) : 0;
-  const T* rows3[3] = {word + int64_t(id) * hidden, pos + int64_t(p) * hidden,
-                       type + int64_t(tt) * hidden};
+  const EmbedRows r = FindEmbedRows(ids, type_ids, cu, batch, vocab, max_pos, type_vocab, t);
+  const T* rows3[3] = {word + r.word * hidden, pos + r.pos * hidden, type + r.type * hidden};
   const int nvec = hidden / E;
   float v[NV][E];
   float s = 0.f;

@@ -213,25 +213,23 @@ QuantGemm::QuantGemm(const float* weight_kn, int K, int N, const float* bias,
       CUDA_CHECK(cudaDeviceSynchronize());
     }
   } catch (...) {
-    cudaFree(w_);
-    cudaFree(w_scale_);
-    cudaFree(out_scale_);
-    cudaFree(x_scale_vec_);
-    cudaFree(bias_f32_);
-    cudaFree(bias_);
+    FreeDevice();
     throw;
   }
 }
 
 QuantGemm::~QuantGemm() {
   for (auto& [k, p] : prepared_) Destroy(&p);
-  cudaFree(w_);
-  cudaFree(w_scale_);
-  cudaFree(out_scale_);
-  cudaFree(x_scale_vec_);
-  cudaFree(bias_f32_);
-  cudaFree(bias_);
-  cudaFree(y_scale_inv_);
+  FreeDevice();
+}
+
+void QuantGemm::FreeDevice() {
+  for (void* p : {static_cast<void*>(w_), static_cast<void*>(w_scale_),
+                  static_cast<void*>(out_scale_), static_cast<void*>(x_scale_vec_),
+                  static_cast<void*>(bias_f32_), static_cast<void*>(bias_),
+                  static_cast<void*>(y_scale_inv_)}) {
+    cudaFree(p);  // null is a no-op
+  }
 }
 
 void QuantGemm::Destroy(Prepared* p) {

@@ -91,6 +91,7 @@ class QuantGemm {
   };
   bool TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws, Prepared* p);
   static void Destroy(Prepared* p);
+  void FreeDevice();  // every device buffer this GEMM owns (constructor failure, destructor)
 
   int K_, N_;
   GemmEpilogue epilogue_;
