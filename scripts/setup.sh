@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 DEB_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev
+  ocl-icd-opencl-dev opencl-c-headers  # dnnl-config.cmake looks for OpenCL (not a Recommends)
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libgrpc++-dev protobuf-compiler-grpc libsqlite3-dev libhiredis-dev
