@@ -5,7 +5,8 @@
 #   here:  scripts/device-check.sh --pack build-cuda
 #          python3 training/train.py --data data/hotline --encode-only --cache build-train/cache3.json.gz
 #   there: CACHE=build-train/cache3.json.gz bash scripts/device-train.sh   (carry bundle-cuda and the cache)
-# Env: BUDGET (seconds per training run, 300), EPOCHS (60), CACHE, PEERS (1: also the PyTorch peers).
+# Env: BUDGET (seconds per training run, 300), EPOCHS (60), CACHE, PEERS (1: also the PyTorch peers),
+#      TRAIN_ONLY (1: training alone, no engine tests or benchmarks; no bundle needed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -15,11 +16,14 @@ t0=$(date +%s)
 bash training/gpu_sweep.sh /tmp/sweep >/tmp/sweep.log 2>&1 &
 train_pid=$!
 mkdir -p /tmp/dc
-OUT=/tmp/dc bash scripts/device-check.sh --no-peers --no-bench
+# TRAIN_ONLY=1: the GPU is left to training (no engine tests or timing in this call).
+[ "${TRAIN_ONLY:-0}" = 1 ] || OUT=/tmp/dc bash scripts/device-check.sh --no-peers --no-bench
 wait $train_pid
 echo "training done after $(( $(date +%s) - t0 )) s"
 tail -12 /tmp/sweep.log
-if [ "${PEERS:-0}" = 1 ]; then
+if [ "${TRAIN_ONLY:-0}" = 1 ]; then
+  :
+elif [ "${PEERS:-0}" = 1 ]; then
   OUT=/tmp/dc bash scripts/device-check.sh --no-tests --peer-deadline 150
 else
   OUT=/tmp/dc bash scripts/device-check.sh --no-tests --no-peers
