@@ -17,6 +17,8 @@ augmentation, on the final segments) and checked by validate.py on every labelle
   with 点半/点多/点钟 or a digit hour (23点). Not labelled: bare 今天/今儿 and 今年 (no part of day,
   clock or month after them), parts of the day alone (晚上, 半夜), habitual and vague words (每天,
   平时, 最近), durations (三个月, 好几天): the surrounding words stay outside the span (每天|早上五点).
+  Not counts of people either: 几十号会员, 二十号人, 上百号工人 (a number + 号 + 人/会员/员工…, or
+  after 几/百/千) are never time.
 - amount: money said with a unit (3500元, 三千五百块, 两万多块钱, 九块九); not 一块 alone and not
   pieces of things (墙皮一块一块, 两块砖). Train labelled 710 such amounts and left 62 unlabelled.
 """
@@ -54,8 +56,10 @@ _DAY = "(?:大前天|前天|昨天|明天|后天|昨儿个|昨儿|明儿个|明�
 _TODAY = "(?:今天|今儿个|今儿)"
 _WEEK = (f"(?:(?:上|这|下|本)个?(?:周|星期|礼拜){_WEEKDAY}?|周{_WEEKDAY}|星期{_WEEKDAY}|"
          f"礼拜{_WEEKDAY})")
+# 几十号人 / 二十号会员 / 上百号工人 count people, they are not dates: never time.
+_HEADS = "(?:人|会员|员工|工人|职工|学生|家长|业主|住户|居民|同事|老人|客户|顾客|工友|兄弟|姐妹|农民工|村民|商户)"
 _MONTH = (f"(?:(?:上|这|下)个月(?:底|初|中旬|{_NUM}{{1,3}}[号日])?|月底|月初|年底|年初"
-          f"|国庆节|国庆|春节|元旦|中秋节|端午节|五一|{_NUM}{{1,3}}号(?![楼线院栋房室门口]))")
+          f"|国庆节|国庆|春节|元旦|中秋节|端午节|五一|{_NUM}{{1,3}}号(?![楼线院栋房室门口]|{_HEADS}))")
 _YEAR = "(?:去年|前年|明年)"
 _RECENT = "(?:这两天|前两天|前几天|这几天|过两天|这一周|这半个月)"
 _YNUM = "(?:[12][0-9]{3}|二[〇零一二三四五六七八九]{3})年"
@@ -68,7 +72,7 @@ _TIME_RE = re.compile(
     f"|{_POD}{_CLOCK}"                                # 凌晨两点半
     f"|{_NUM}{{1,3}}点(?:半|多|钟)|[0-9]{{1,2}}点)")  # 十点半 / 23点
 # A clock is not a clock inside 一点点 / 快一点 / 3点5公里; a month not inside 三个月 (has 个).
-_TIME_BAD_BEFORE = re.compile(f"({_NUM}|[快慢大小早晚多少好轻近远声])$")
+_TIME_BAD_BEFORE = re.compile(f"({_NUM}|[快慢大小早晚多少好轻近远声几百千])$")
 _TIME_BAD_AFTER = re.compile(f"^({_NUM}|点|个|[0-9.]|公里|米|号楼|号线|栋|单元|岁|倍|块|元|次|万)")
 
 

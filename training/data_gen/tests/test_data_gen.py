@@ -257,6 +257,8 @@ def _tiny_templates(tmp_path):
     ("一瓶水卖二十块 全部九块九 两万多块钱", [("二十块", "amount"), ("九块九", "amount"),
                                          ("两万多块钱", "amount")]),
     ("墙皮一块一块往下掉 我们一块去 两块砖", []),
+    ("几十号会员 上百号人 二十号工人 几百号人", []),  # counts of people, not dates
+    ("十五号人 这个月十五号发 二十号之前交", [("这个月十五号", "time"), ("二十号", "time")]),
 ])
 def test_autolabel_find(text, want):
     assert [(text[s:e], t) for s, e, t in autolabel.find(text)] == want
