@@ -1,9 +1,12 @@
 // CPU feature detection (cpuid + xgetbv) and the ISA dispatch table.
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <string>
 
 #include "base/error.h"
@@ -15,7 +18,7 @@ namespace {
 
 struct Features {
   bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512vl = false,
-       avx512dq = false, avx512_bf16 = false, avx512_vnni = false;
+       avx512dq = false, avx512_bf16 = false, avx512_vnni = false, amx_int8 = false;
 };
 
 uint64_t Xgetbv0() {
@@ -43,6 +46,9 @@ Features Probe() {
   f.avx512bw = os_zmm && ((b >> 30) & 1);
   f.avx512vl = os_zmm && ((b >> 31) & 1);
   f.avx512_vnni = os_zmm && ((c >> 11) & 1);
+  // AMX: AMX-TILE (edx 24) and AMX-INT8 (edx 25), with the OS managing XTILECFG and XTILEDATA
+  // (XCR0 bits 17, 18).
+  f.amx_int8 = os_zmm && ((d >> 24) & 1) && ((d >> 25) & 1) && ((xcr0 >> 17) & 3) == 3;
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = os_zmm && ((a >> 5) & 1);
   return f;
@@ -121,6 +127,33 @@ bool CpuHasAvx512() {
   return static_cast<int>(HardwareIsa()) >= static_cast<int>(Isa::kAvx512);
 }
 bool CpuHasVnni() { return Cpu().avx512_vnni && CpuHasAvx512(); }
+
+bool OmpWakeIsSlow() {
+  static const bool slow = [] {
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    const char* spin = std::getenv("GOMP_SPINCOUNT");
+    const bool passive = policy != nullptr && strcasecmp(policy, "passive") == 0;
+    const bool spins = spin != nullptr && *spin != '\0' && std::strcmp(spin, "0") != 0;
+    return passive && !spins;
+  }();
+  return slow;
+}
+
+bool CpuHasAmxInt8() {
+  // Linux hands out the 8 KB tile state only to processes that ask (ARCH_REQ_XCOMP_PERM for
+  // XFEATURE_XTILEDATA); without the grant the first tile instruction kills the process. Asked
+  // once per process; a refusal (old kernel, seccomp) means no AMX, never a crash.
+  static const bool ok = [] {
+    if (!Cpu().amx_int8 || !CpuHasVnni()) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return ok;
+}
 
 std::string CpuIsaString() {
   // oneDNN-style names; a plan records this and the loader compares it.

@@ -185,9 +185,17 @@ void Attention(const float* qkv, const int32_t* cu_seqlens, int batch, int heads
   const int hidden = heads * head_dim;
   const int ld = 3 * hidden;
   const int tasks = batch * heads;
+  // Expected single-thread time (~50 GFLOP/s for the 4 flops per query-key pair and dimension):
+  // short sequences run on the calling thread where a parallel region would cost more.
+  double flops = 0;
+  for (int b = 0; b < batch; ++b) {
+    const double len = cu_seqlens[b + 1] - cu_seqlens[b];
+    flops += 4.0 * len * len * head_dim * heads;
+  }
+  const bool parallel = tasks > 1 && ParallelWorth(flops / 5e4);
   // Contract (kernels.h): scratch holds AttentionScratchFloats(max_seqlen, threads) floats with
   // threads >= omp_get_max_threads(); each thread uses only its own slice.
-#pragma omp parallel for schedule(dynamic) if (tasks > 1)
+#pragma omp parallel for schedule(dynamic) if (parallel)
   for (int task = 0; task < tasks; ++task) {
     const int b = task / heads, hd = task % heads;
     const int start = cu_seqlens[b], len = cu_seqlens[b + 1] - start;

@@ -225,6 +225,10 @@ void Gemm::Impl::RunPacked(const float* x, int M, float* y, const float* residua
   const int gchunks = (groups + gchunk - 1) / gchunk;
   const int mchunks = (mblocks + mchunk - 1) / mchunk;
   const int jobs = gchunks * mchunks;
+  // A GEMM of a few tens of microseconds stays on the calling thread where waking the others
+  // costs more (ParallelWorth, cpu_isa.h; ~100 GFLOP/s single-thread on AVX-512, ~50 on AVX2).
+  const double flops_per_us = kt.isa >= Isa::kAvx512 ? 1e5 : 5e4;
+  const bool parallel = jobs > 1 && ParallelWorth(2.0 * M * K * N / flops_per_us);
   // Without AVX512-BF16 the bf16 panels are widened to fp32 once per call (into a per-thread
   // buffer) and the fp32 micro-kernel runs every row block over them.
   const bool widen = bf16 && !kt.bf16_native;
@@ -251,7 +255,7 @@ void Gemm::Impl::RunPacked(const float* x, int M, float* y, const float* residua
     t.ldy = N;
     (f32 ? kt.gemm_f32 : gemm)(t);
   };
-#pragma omp parallel for schedule(static) if (jobs > 1)
+#pragma omp parallel for schedule(static) if (parallel)
   for (int job = 0; job < jobs; ++job) {
     const int gc = job / mchunks, mc = job % mchunks;  // column chunks outermost
     const int g_end = std::min(groups, (gc + 1) * gchunk);
@@ -377,6 +381,8 @@ const char* Gemm::TacticName(int tactic) {
     case kPackedBf16: return "packed_bf16";
     case 5: return "onednn_s8";  // GemmS8 (gemm_s8_cpu.cc)
     case 6: return "packed_s8";  // GemmS8's AVX2 kernel (gemm_s8_avx2.cc)
+    case 7: return "packed_vnni";  // GemmS8's AVX512-VNNI kernel (gemm_s8_vnni.cc)
+    case 8: return "packed_amx";   // GemmS8's AMX-INT8 kernel (gemm_s8_amx.cc)
     default: break;
   }
   return "unknown";

@@ -8,6 +8,11 @@
 // (gemm_s8_internal.h), offered on AVX2 CPUs without VNNI (7-bit weights). On such CPUs oneDNN's
 // s8 matmul costs tens of microseconds per call at the small M of one request (reorders of the
 // activations, a runtime-M dispatch); ours has no per-call setup but one u8 copy of the input.
+// Tactic 7 packed_vnni: the same panels and u8 copy with an AVX512-VNNI micro-kernel (vpdpbusd,
+// 8-bit weights; gemm_s8_vnni.cc), offered beside onednn_s8 on CPUs with AVX512-VNNI.
+// Tactic 8 packed_amx: the same panels (K padded to 64) on AMX tiles (tdpbusd; gemm_s8_amx.cc),
+// offered where AMX-INT8 is usable. oneDNN 2.6's s8 matmul with a runtime M (ours) runs its
+// VNNI gemm:jit, not its AMX brgemm (ONEDNN_VERBOSE=1), so AMX is ours to use.
 #include <omp.h>
 
 #include <algorithm>
@@ -34,9 +39,21 @@ namespace {
 
 constexpr int kOnednnS8 = 5;
 constexpr int kPackedS8 = 6;
+constexpr int kPackedVnni = 7;
+constexpr int kPackedAmx = 8;
 
 // packed_s8 needs AVX2 and weights of at most 7 bits (its int16 pair sums; S8WeightQmax).
 bool PackedS8Usable() { return IsaSupported(Isa::kAvx2) && S8WeightQmax() <= 63; }
+// Single-thread rates of packed_vnni and packed_amx at the small model's shapes (multiply-adds
+// per microsecond, bench/s8_gemm_bench.cc on a Sapphire Rapids): a GEMM's expected time decides
+// whether it is worth a parallel region (ParallelWorth, cpu_isa.h).
+constexpr double kVnniMacsPerUs = 2.5e5;
+constexpr double kAmxMacsPerUs = 6e5;
+
+// packed_vnni needs AVX512-VNNI (and AVX2 for the u8 copy, which every such CPU has).
+bool PackedVnniUsable() { return CpuHasVnni() && IsaSupported(Isa::kAvx2); }
+// packed_amx also needs AMX-INT8 and the OS's permission to use it (CpuHasAmxInt8).
+bool PackedAmxUsable() { return PackedVnniUsable() && CpuHasAmxInt8(); }
 
 dnnl::engine& Eng() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -105,12 +122,16 @@ struct GemmS8::Impl {
 
   void InitPacked(const int8_t* w, const std::vector<float>& scales, const float* bias_in);
   void RunPacked(const int8_t* x, int M, void* y, const float* residual) const;
+  bool packed_kernel() const {
+    return tactic == kPackedS8 || tactic == kPackedVnni || tactic == kPackedAmx;
+  }
 };
 
 void GemmS8::Impl::InitPacked(const int8_t* w, const std::vector<float>& scales,
                               const float* bias_in) {
   panels = (N + kS8Panel - 1) / kS8Panel;
   k4 = (K + 3) / 4;
+  if (tactic == kPackedAmx) k4 = (k4 + 15) / 16 * 16;  // whole 16-quad weight tiles
   const size_t bytes = size_t(panels) * size_t(k4) * 64;
   packed.reset(static_cast<int8_t*>(std::aligned_alloc(64, bytes)));
   if (!packed) throw Error("GemmS8: out of memory for packed weights", Code::kResourceExhausted);
@@ -134,10 +155,14 @@ void GemmS8::Impl::InitPacked(const int8_t* w, const std::vector<float>& scales,
 }
 
 void GemmS8::Impl::RunPacked(const int8_t* x, int M, void* y, const float* residual) const {
-  // The u8 copy (x + 128, rows padded to whole k-quads) of the calling thread, reused.
+  // The u8 copy (x + 128, rows padded to whole k-quads) of the calling thread, reused. AMX
+  // reads whole 16-row tiles: its copy has zero rows up to a multiple of 16 (computed, dropped).
   thread_local Scratch xbuf;
   const int ldx = 4 * k4;
-  uint8_t* xu = static_cast<uint8_t*>(xbuf.Get(size_t(M) * size_t(ldx)));
+  const bool amx = tactic == kPackedAmx;
+  const int mrows = amx ? (M + 15) / 16 * 16 : M;
+  uint8_t* xu = static_cast<uint8_t*>(xbuf.Get(size_t(mrows) * size_t(ldx)));
+  if (mrows > M) std::memset(xu + size_t(M) * ldx, 0, size_t(mrows - M) * size_t(ldx));
   if (ldx == K) {
     S8ToU8Avx2(x, int64_t(M) * K, xu);
   } else {
@@ -161,20 +186,29 @@ void GemmS8::Impl::RunPacked(const int8_t* x, int M, void* y, const float* resid
   j.N = N;
   // Jobs: chunks of up to 64 rows x chunks of panels of at most ~256 KB (they stay in L2 while
   // the chunk's row tiles pass over them, gemm_s8_avx2.cc). Panel chunks shrink until every
-  // thread has a few jobs; a GEMM too small to pay for waking threads runs inline.
+  // thread has a few jobs; a GEMM too small to pay for waking threads runs inline (AVX-512
+  // kernels: by expected time against the cost of a wake, ParallelWorth).
   constexpr int kRowChunk = 64;
+  const bool vnni = tactic == kPackedVnni || amx;
+  void (*const kernel)(const S8Job&) =
+      amx ? GemmS8JobAmx : tactic == kPackedVnni ? GemmS8JobVnni : GemmS8JobAvx2;
   const int mchunks = (M + kRowChunk - 1) / kRowChunk;
   const int threads = omp_get_max_threads();
   const double macs = double(M) * K * N;
   int pchunk = std::max(1, std::min(panels, int((size_t{256} << 10) / (size_t(k4) * 64))));
-  if (threads > 1 && macs >= 2e5) {
+  if (vnni && pchunk > 1) pchunk &= ~1;  // whole 2-panel micro-tiles
+  const bool parallel =
+      threads > 1 && (vnni ? ParallelWorth(macs / (amx ? kAmxMacsPerUs : kVnniMacsPerUs))
+                           : macs >= 2e5);
+  if (parallel) {
     while (pchunk > 1 && mchunks * ((panels + pchunk - 1) / pchunk) < 4 * threads) {
       pchunk = (pchunk + 1) / 2;
+      if (vnni && pchunk > 2) pchunk = (pchunk + 1) & ~1;
     }
   }
   const int pchunks = (panels + pchunk - 1) / pchunk;
   const int jobs = mchunks * pchunks;
-#pragma omp parallel for schedule(static) if (jobs > 1)
+#pragma omp parallel for schedule(static) if (jobs > 1 && (parallel || !vnni))
   for (int job = 0; job < jobs; ++job) {
     S8Job t = j;
     const int pc = job / mchunks, mc = job % mchunks;
@@ -182,7 +216,7 @@ void GemmS8::Impl::RunPacked(const int8_t* x, int M, void* y, const float* resid
     t.p1 = std::min(panels, t.p0 + pchunk);
     t.m0 = mc * kRowChunk;
     t.m1 = std::min(M, t.m0 + kRowChunk);
-    GemmS8JobAvx2(t);
+    kernel(t);
   }
 }
 
@@ -199,7 +233,12 @@ GemmS8::GemmS8(const int8_t* weight_kn, int K, int N, const float* w_scale, floa
     throw Error("GemmS8: x_scale must be a positive finite number and out_scale >= 0, got " +
                 std::to_string(x_scale) + ", " + std::to_string(out_scale));
   }
-  if (tactic == 0) tactic = PackedS8Usable() ? kPackedS8 : kOnednnS8;
+  if (tactic == 0) {
+    tactic = PackedAmxUsable()    ? kPackedAmx
+             : PackedVnniUsable() ? kPackedVnni
+             : PackedS8Usable()   ? kPackedS8
+                                  : kOnednnS8;
+  }
   const std::vector<int> ok = Tactics();
   if (std::find(ok.begin(), ok.end(), tactic) == ok.end()) {
     std::string list;
@@ -231,7 +270,7 @@ GemmS8::GemmS8(const int8_t* weight_kn, int K, int N, const float* w_scale, floa
   }
   d.has_bias = bias != nullptr;
   d.tactic = tactic;
-  if (tactic == kPackedS8) {
+  if (d.packed_kernel()) {
     d.epilogue = epilogue;
     d.out_inv = d.s8_out ? 1.f / out_scale : 0.f;
     d.InitPacked(weight_kn, scales, bias);
@@ -299,7 +338,7 @@ void GemmS8::Run(const int8_t* x, int M, void* y, const float* residual) const {
   if (residual != nullptr && d.s8_out) {
     throw Error("GemmS8::Run: a residual needs fp32 output (this GEMM writes s8)");
   }
-  if (d.tactic == kPackedS8) {
+  if (d.packed_kernel()) {
     d.RunPacked(x, M, y, residual);
     return;
   }
@@ -333,6 +372,8 @@ void GemmS8::Run(const int8_t* x, int M, void* y, const float* residual) const {
 }
 
 std::vector<int> GemmS8::Tactics() {
+  if (PackedAmxUsable()) return {kOnednnS8, kPackedVnni, kPackedAmx};
+  if (PackedVnniUsable()) return {kOnednnS8, kPackedVnni};
   if (PackedS8Usable()) return {kOnednnS8, kPackedS8};
   return {kOnednnS8};
 }

@@ -19,6 +19,8 @@ enum class GemmPrecision { kFP32, kBF16 /* bf16 inputs/weights, fp32 accumulate 
 bool CpuHasBf16();
 bool CpuHasAvx512();
 bool CpuHasVnni();
+// AMX-TILE + AMX-INT8 with the OS's permission for this process (asked for on the first call).
+bool CpuHasAmxInt8();
 std::string CpuIsaString();  // e.g. "avx512_core_bf16" for plan fingerprints
 
 // Y[M,N] = X[M,K] · W[K,N] + bias[N], then epilogue; optionally + residual[M,N] (added after the
@@ -38,7 +40,8 @@ class Gemm {
   void Run(const float* x, int M, float* y, const float* residual = nullptr) const;
   // Candidates available on this CPU for `precision` (stable numbers, recorded in plans):
   // 1 onednn_f32, 2 onednn_bf16 (AVX-512 CPUs), 3 packed_f32, 4 packed_bf16 (our kernels);
-  // 5 onednn_s8 is GemmS8's (TacticName knows it).
+  // 5 onednn_s8, 6 packed_s8 (AVX2), 7 packed_vnni (AVX512-VNNI) and 8 packed_amx (AMX-INT8)
+  // are GemmS8's (TacticName knows them).
   static std::vector<int> Tactics(GemmPrecision precision);
   static const char* TacticName(int tactic);  // "onednn_f32", ...; "unknown" otherwise
   int K() const;
@@ -90,7 +93,9 @@ int S8WeightQmax();
 // computation). Output fp32, or, when out_scale > 0, s8: Y_q = clamp(round(Y / out_scale), ±127)
 // (the quantisation of the next GEMM's input fused into this one; no residual then).
 // Weights are prepared at construction; Run is thread-safe for different outputs; residual may
-// alias y. Tactics: 5 onednn_s8.
+// alias y. Tactics: 5 onednn_s8 everywhere; 6 packed_s8 on AVX2 CPUs without VNNI; 7 packed_vnni
+// on CPUs with AVX512-VNNI; 8 packed_amx where AMX-INT8 is also usable (our packed kernels;
+// auto = 0 picks packed_amx, else packed_vnni, else packed_s8, where offered).
 class GemmS8 {
  public:
   GemmS8(const int8_t* weight_kn, int K, int N, const float* w_scale, float x_scale,
