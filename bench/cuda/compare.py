@@ -16,7 +16,9 @@ TARGETS = {("base", "lat"): ("G1", "<= 0.20 ms"), ("base", "thr"): ("G2", ">= 45
            ("base_fp8", "thr"): ("G3", ">= 65k seq/s"),
            ("base_int8", "thr"): ("G3", ">= 65k seq/s"),
            ("base_fp8", "mem"): ("G5", "<= 200 MiB"), ("base_int8", "mem"): ("G5", "<= 200 MiB"),
-           ("base_fp8_noqout", "thr"): ("G3", ">= 65k seq/s")}
+           ("base_fp8_noqout", "thr"): ("G3", ">= 65k seq/s"),
+           ("base_fp8_pertensor", "thr"): ("G3", ">= 65k seq/s"),
+           ("base_fp8_fastacc", "thr"): ("G3", ">= 65k seq/s")}
 
 
 def grid(peers, model, variant, b, s):
@@ -65,7 +67,8 @@ def main():
                     f"{f(comp)}{'*' if comp_src == 'doc' and comp is not None else ''} | "
                     f"{'-' if ratio is None else f'{ratio:.2f}x'} | {rec['target'] or ''} |")
 
-    for model in ("base", "small", "base_fp8", "base_fp8_noqout", "base_int8"):
+    for model in ("base", "small", "base_fp8", "base_fp8_pertensor", "base_fp8_fastacc",
+                  "base_fp8_noqout", "base_int8"):
         m = ours.get(model)
         if not m:
             continue

@@ -1,7 +1,8 @@
 // GPU benchmark of the CUDA encoder runner on BERT-base and small joint intent + slot encoders
 // with random weights (PERFORMANCE.md's G1, G2, G4, G5), FP16; and base with its four big GEMMs
-// per layer in FP8 E4M3 and INT8 (G3, G5's INT8/FP8 figure: rows base_fp8, base_fp8_noqout
-// (no fusions: FFN1 without the E4M3 output, LayerNorm and quantise apart), base_int8;
+// per layer in FP8 E4M3 and INT8 (G3, G5's INT8/FP8 figure: rows base_fp8 (per-tensor weight
+// scales, the default), base_fp8_perchannel, base_fp8_fastacc, base_fp8_noqout (no fusions: FFN1
+// without the E4M3 output, LayerNorm / attention and quantise apart), base_int8;
 // activation scales calibrated (amax) first):
 //   latency   batch 1 x seq 64: wall time of a whole Run (host staging, graph launch, copies back,
 //             synchronise), median of many calls over 4 rotating input sets
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -310,20 +312,40 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
   hc::SetKernelVariants(saved);
   // INT8 / FP8 GEMMs of the layer (for G3): activation quantisation and the GEMM with its
   // dequantising epilogue, timed separately; "layer gemms" is the four together.
-  for (hc::QuantType q : {hc::QuantType::kInt8, hc::QuantType::kFp8E4M3}) {
+  // FP8 per channel (OUTER_VEC_32F scale vectors) and per tensor (scalar scales: the plain FP8
+  // GEMM, the encoders' default), with and without fast accumulation, side by side.
+  struct QCfg { hc::QuantType q; hc::WeightScaling sc; bool fast; const char* name; };
+  for (const QCfg qc : {QCfg{hc::QuantType::kInt8, hc::WeightScaling::kPerChannel, false, "int8"},
+                        QCfg{hc::QuantType::kFp8E4M3, hc::WeightScaling::kPerChannel, false,
+                             "fp8 per-channel"},
+                        QCfg{hc::QuantType::kFp8E4M3, hc::WeightScaling::kPerTensor, false,
+                             "fp8 per-tensor"},
+                        QCfg{hc::QuantType::kFp8E4M3, hc::WeightScaling::kPerTensor, true,
+                             "fp8 per-tensor fastacc"}}) {
+    const hc::QuantType q = qc.q;
     if (!hc::QuantTypeSupported(q)) continue;
-    const std::string qn = hc::QuantTypeName(q);
+    const std::string qn = qc.name;
     const float xs = 4.f / hc::QuantMax(q);  // FillRandom data: |x| <= 1 (scale only matters
                                              // for accuracy, not for speed)
-    hc::QuantGemm qq(wq.data(), H, 3 * H, bq.data(), hc::GemmEpilogue::kBias, q, xs, dt);
-    hc::QuantGemm qo(wo.data(), H, H, bo.data(), hc::GemmEpilogue::kBias, q, xs, dt);
-    hc::QuantGemm q1(w1.data(), H, I, b1.data(), hc::GemmEpilogue::kBiasGeluTanh, q, xs, dt);
-    hc::QuantGemm q2(w2.data(), I, H, b2.data(), hc::GemmEpilogue::kBias, q, xs, dt);
+    const int mr = hc::QuantGemm::kMaxRows;
+    hc::QuantGemm qq(wq.data(), H, 3 * H, bq.data(), hc::GemmEpilogue::kBias, q, xs, dt, mr,
+                     qc.sc, qc.fast);
+    hc::QuantGemm qo(wo.data(), H, H, bo.data(), hc::GemmEpilogue::kBias, q, xs, dt, mr, qc.sc,
+                     qc.fast);
+    hc::QuantGemm q1(w1.data(), H, I, b1.data(), hc::GemmEpilogue::kBiasGeluTanh, q, xs, dt, mr,
+                     qc.sc, qc.fast);
+    hc::QuantGemm q1e(w1.data(), H, I, b1.data(), hc::GemmEpilogue::kBiasGeluTanh, q, xs, dt, mr,
+                      qc.sc, qc.fast);  // FFN1 writing E4M3 (FP8 only)
+    hc::QuantGemm q2(w2.data(), I, H, b2.data(), hc::GemmEpilogue::kBias, q, xs, dt, mr, qc.sc,
+                     qc.fast);
+    const bool fp8 = q == hc::QuantType::kFp8E4M3;
+    if (fp8) q1e.SetQuantisedOutput(xs);
     try {
       qq.Prepare(Tb, false, ws, nullptr);
       qo.Prepare(Tb, true, ws, nullptr);
       q1.Prepare(Tb, false, ws, nullptr);
       q2.Prepare(Tb, true, ws, nullptr);
+      if (fp8) q1e.Prepare(Tb, false, ws, nullptr);
     } catch (const hotline::Error& e) {
       J["quant_error_" + qn] = e.what();
       continue;
@@ -333,12 +355,26 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
     hc::FillRandom(hc::DType::kF16, u.p, int64_t(Tb) * I, 21u, 1.f, nullptr);
     hc::QuantizeActivations(dt, u.p, int64_t(Tb) * I, xs, q, xq.p, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
-    add(qn + " quantize [T,H]", act + tok * H, 0, [&](cudaStream_t s) {
-      hc::QuantizeActivations(dt, x.p, int64_t(Tb) * H, xs, q, xq.p, s);
-    });
+    if (qc.sc == hc::WeightScaling::kPerChannel) {  // the non-GEMM passes: once per type
+      add(qn + " quantize [T,H]", act + tok * H, 0, [&](cudaStream_t s) {
+        hc::QuantizeActivations(dt, x.p, int64_t(Tb) * H, xs, q, xq.p, s);
+      });
+      add(qn + " layernorm+quantize [T,H]", 2 * act + tok * H, 0, [&](cudaStream_t s) {
+        hc::LayerNormQuant(dt, x.p, Tb, H, g, be, c.eps, xs, q, xq.p, s);
+      });
+      if (hc::AttentionQuantSupported(dt, D)) {
+        add(qn + " attention, quantised output", 3 * act + tok * H,
+            4.0 * tok * Sb * H, [&](cudaStream_t s) {
+              hc::AttentionQuant(dt, qkv, dcu.as<int32_t>(), B, Sb, nh, D, scale, xs, q, xq.p,
+                                 s);
+            });
+      }
+    }
     struct QS { const char* name; hc::QuantGemm* g; bool res; };
     for (const QS qs : {QS{"qkv", &qq, false}, QS{"out+res", &qo, true},
-                        QS{"ffn1+gelu", &q1, false}, QS{"ffn2+res", &q2, true}}) {
+                        QS{"ffn1+gelu", &q1, false}, QS{"ffn2+res", &q2, true},
+                        QS{"ffn1+gelu e4m3 out", &q1e, false}}) {
+      if (qs.g == &q1e && !fp8) continue;
       const double K = qs.g->K(), N = qs.g->N();
       add(qn + " " + qs.name + " [" + qs.g->path(Tb) + "]",
           K * N + tok * K + tok * N * es * (qs.res ? 2 : 1), 2 * tok * K * N,
@@ -346,13 +382,14 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
             qs.g->Run(xq.p, Tb, qs.res ? x.p : qy.p, qs.res ? x.p : nullptr, acc.p, ws, s);
           });
     }
-    add(qn + " layer gemms x" + std::to_string(c.layers),
+    const bool q1e_on = fp8 && q1e.QuantisedOutput(Tb);
+    add(qn + " layer gemms x" + std::to_string(c.layers) + (q1e_on ? " (ffn1 e4m3 out)" : ""),
         double(c.layers) * (4.0 * H * H + 2.0 * H * I), c.layers * layer_flops,
         [&](cudaStream_t s) {
           for (int l = 0; l < c.layers; ++l) {
             qq.Run(xq.p, Tb, qy.p, nullptr, acc.p, ws, s);
             qo.Run(xq.p, Tb, x.p, x.p, acc.p, ws, s);
-            q1.Run(xq.p, Tb, qy.p, nullptr, acc.p, ws, s);
+            (q1e_on ? q1e : q1).Run(xq.p, Tb, qy.p, nullptr, acc.p, ws, s);
             q2.Run(xq.p, Tb, x.p, x.p, acc.p, ws, s);
           }
         });
@@ -540,7 +577,14 @@ int main(int argc, char** argv) {
       R[kind] = Measure(kind, c, w, o, rng, mixed, target_s, t0);
       // FP8 / INT8 (G3, G5): the four big GEMMs per layer quantised, scales calibrated (amax)
       // on random batches of this workload's shape. Base only (the targets are base's).
-      for (const std::string variant : {"fp8", "fp8_noqout", "int8"}) {
+      // fp8: the default (per-channel x per-token scale vectors, every fusion); fp8_pertensor:
+      // the same with one weight scale per matrix (scalar scales); fp8_noqout: per channel, no
+      // fusions (FFN1 without the E4M3 output, LayerNorm / attention and their quantise passes
+      // apart). HOTLINE_BENCH_FP8_FASTACC=1 adds fp8_fastacc (per tensor, fast accumulation).
+      std::vector<std::string> variants = {"fp8", "fp8_pertensor", "fp8_noqout", "int8"};
+      if (const char* fa = std::getenv("HOTLINE_BENCH_FP8_FASTACC"); fa && *fa == '1')
+        variants.insert(variants.begin() + 2, "fp8_fastacc");
+      for (const std::string& variant : variants) {
         const std::string qn = variant.substr(0, variant.find('_'));
         if (kind != "base" || quant.find(qn) == std::string::npos) continue;
         const hc::EncoderQuant eq = hc::ParseEncoderQuant(qn);
@@ -558,8 +602,18 @@ int main(int argc, char** argv) {
           oq.quant_chunk_rows = quant_chunk;
           oq.quant_fp8_output = variant != "fp8_noqout";
           oq.quant_fuse_layernorm = variant != "fp8_noqout";  // the "no fusions" row
+          oq.quant_fuse_attention = variant != "fp8_noqout";
+          oq.fp8_weight_scaling =
+              (variant == "fp8_pertensor" || variant == "fp8_fastacc")
+                  ? hc::WeightScaling::kPerTensor
+                  : hc::WeightScaling::kPerChannel;
+          oq.fp8_fast_accum = variant == "fp8_fastacc";
           R[label] = Measure(label, c, w, oq, rng, mixed, target_s, tq);
           R[label]["quant_chunk_rows"] = quant_chunk;
+          if (eq == hc::EncoderQuant::kFp8) {
+            R[label]["fp8_weight_scaling"] = hc::WeightScalingName(oq.fp8_weight_scaling);
+            R[label]["fp8_fast_accum"] = oq.fp8_fast_accum;
+          }
         } catch (const hotline::Error& e) {
           R[label] = {{"error", e.what()}};
           std::printf("%s: %s\n", label.c_str(), e.what());

@@ -15,6 +15,7 @@
 //   C (16x8):       c0, c1 = (g, 2t), (g, 2t+1); c2, c3 = (g+8, 2t), (g+8, 2t+1)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -67,10 +68,37 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* sm
                : "r"(addr));
 }
 
-template <typename T, int D, int W>
+// The quantised-output flavour (kQ = 1: E4M3, 2: INT8) rounds each output to T first, then
+// quantises that value exactly as QuantizeActivations does (IEEE division by out_scale,
+// nearest-even; E4M3 saturating, INT8 clamped to +-127), so the bytes equal Attention followed
+// by a quantise pass.
+template <int kQ>
+__device__ __forceinline__ uint32_t QuantPair(float lo, float hi, float out_scale) {
+  if constexpr (kQ == 1) {
+    const uint32_t a = __nv_cvt_float_to_fp8(lo / out_scale, __NV_SATFINITE, __NV_E4M3);
+    const uint32_t b = __nv_cvt_float_to_fp8(hi / out_scale, __NV_SATFINITE, __NV_E4M3);
+    return a | (b << 8);
+  } else {
+    const uint32_t a = uint8_t(int8_t(max(-127, min(127, __float2int_rn(lo / out_scale)))));
+    const uint32_t b = uint8_t(int8_t(max(-127, min(127, __float2int_rn(hi / out_scale)))));
+    return a | (b << 8);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float2 Unpack(uint32_t v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half22float2(*reinterpret_cast<__half2*>(&v));
+  } else {
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&v));
+  }
+}
+
+template <typename T, int D, int W, int kQ = 0>
 __global__ void __launch_bounds__(W * 32)
     AttentionMmaKernel(const T* __restrict__ qkv, const int32_t* __restrict__ cu, int heads,
-                       float scale_log2, T* __restrict__ ctx) {
+                       float scale_log2, T* __restrict__ ctx, float out_scale,
+                       uint8_t* __restrict__ ctx_q) {
   constexpr int ldh = D + 8;  // smem row stride (elements): 16-byte rows, conflict-free reads
   constexpr int kVec = D / 8;  // 16-byte vectors per row
   constexpr int KC = D / 16;   // k16 steps over the head dimension (S) / n8 pairs (O)
@@ -201,6 +229,22 @@ __global__ void __launch_bounds__(W * 32)
   lb += __shfl_xor_sync(0xffffffffu, lb, 1);
   lb += __shfl_xor_sync(0xffffffffu, lb, 2);
   const float ia = 1.f / la, ib = 1.f / lb;
+  if constexpr (kQ != 0) {
+    uint8_t* qa8 = ctx_q + int64_t(start + qa) * hidden + h * D + 2 * t;
+    uint8_t* qb8 = ctx_q + int64_t(start + qb) * hidden + h * D + 2 * t;
+#pragma unroll
+    for (int i = 0; i < 2 * KC; ++i) {
+      if (qa < len) {
+        const float2 v = Unpack<T>(Pack<T>(o[i][0] * ia, o[i][1] * ia));
+        *reinterpret_cast<uint16_t*>(qa8 + i * 8) = uint16_t(QuantPair<kQ>(v.x, v.y, out_scale));
+      }
+      if (qb < len) {
+        const float2 v = Unpack<T>(Pack<T>(o[i][2] * ib, o[i][3] * ib));
+        *reinterpret_cast<uint16_t*>(qb8 + i * 8) = uint16_t(QuantPair<kQ>(v.x, v.y, out_scale));
+      }
+    }
+    return;
+  }
   T* oa = ctx + int64_t(start + qa) * hidden + h * D + 2 * t;
   T* ob = ctx + int64_t(start + qb) * hidden + h * D + 2 * t;
 #pragma unroll
@@ -217,19 +261,21 @@ int SmCount() {
   return sms;
 }
 
-template <typename T, int D>
+template <typename T, int D, int kQ>
 void Launch(const void* qkv, const int32_t* cu, int batch, int max_seqlen, int heads, float scale,
-            void* ctx, cudaStream_t s) {
+            void* ctx, float out_scale, void* ctx_q, cudaStream_t s) {
   const float sl2 = scale * 1.4426950408889634f;
   const int64_t blocks64 = int64_t((max_seqlen + 63) / 64) * heads * batch;
+  T* c = static_cast<T*>(ctx);
+  uint8_t* cq = static_cast<uint8_t*>(ctx_q);
   if (blocks64 < SmCount()) {
     const dim3 grid((max_seqlen + 15) / 16, heads, batch);
-    CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 1>, grid, dim3(32), 0, s,
-                            static_cast<const T*>(qkv), cu, heads, sl2, static_cast<T*>(ctx)));
+    CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 1, kQ>, grid, dim3(32), 0, s,
+                            static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq));
   } else {
     const dim3 grid((max_seqlen + 63) / 64, heads, batch);
-    CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 4>, grid, dim3(128), 0, s,
-                            static_cast<const T*>(qkv), cu, heads, sl2, static_cast<T*>(ctx)));
+    CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 4, kQ>, grid, dim3(128), 0, s,
+                            static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq));
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -240,7 +286,21 @@ bool LaunchAttentionMma(DType dtype, const void* qkv, const int32_t* cu, int bat
                         int max_seqlen, int heads, int head_dim, float scale, void* ctx,
                         cudaStream_t s) {
   return DispatchHalfHeadDim(dtype, head_dim, [&](auto tag, auto dim) {
-    Launch<decltype(tag), decltype(dim)::value>(qkv, cu, batch, max_seqlen, heads, scale, ctx, s);
+    Launch<decltype(tag), decltype(dim)::value, 0>(qkv, cu, batch, max_seqlen, heads, scale, ctx,
+                                                   1.f, nullptr, s);
+  });
+}
+
+bool LaunchAttentionMmaQuant(DType dtype, const void* qkv, const int32_t* cu, int batch,
+                             int max_seqlen, int heads, int head_dim, float scale,
+                             float out_scale, bool fp8, void* ctx_q, cudaStream_t s) {
+  return DispatchHalfHeadDim(dtype, head_dim, [&](auto tag, auto dim) {
+    using T = decltype(tag);
+    constexpr int kD = decltype(dim)::value;
+    if (fp8)
+      Launch<T, kD, 1>(qkv, cu, batch, max_seqlen, heads, scale, nullptr, out_scale, ctx_q, s);
+    else
+      Launch<T, kD, 2>(qkv, cu, batch, max_seqlen, heads, scale, nullptr, out_scale, ctx_q, s);
   });
 }
 

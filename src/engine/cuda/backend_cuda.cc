@@ -18,6 +18,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -420,7 +421,19 @@ std::unique_ptr<GraphRunner> MakeEncoderRunner(const BertEncoderGraph& m, const 
     o.quant = cuda::EncoderQuant::kFp8;
     const size_t n = size_t(c.layers) * cuda::kQuantGemmsPerLayer;
     scales_source = "scales from the plan";
-    if (!cuda::ParseQuantScalesLine(opt.tuning, o.quant, n, &o.act_scales)) {
+    const bool from_plan = cuda::ParseQuantScalesLine(opt.tuning, o.quant, n, &o.act_scales);
+    // Weight scaling: what the plan records; a plan with scales but no such line predates the
+    // choice and was built per channel; a build takes the default (per channel) unless
+    // HOTLINE_FP8_WEIGHT_SCALING=per_channel|per_tensor says otherwise (named in the runner's
+    // description and recorded in the plan).
+    if (!cuda::ParseFp8WeightScalingLine(opt.tuning, &o.fp8_weight_scaling)) {
+      if (from_plan) {
+        o.fp8_weight_scaling = cuda::WeightScaling::kPerChannel;
+      } else if (const char* env = std::getenv("HOTLINE_FP8_WEIGHT_SCALING"); env && *env) {
+        o.fp8_weight_scaling = cuda::ParseWeightScaling(env);
+      }
+    }
+    if (!from_plan) {
       std::vector<cuda::EncoderBatch> batches;
       if (!opt.calib_sequences.empty()) {
         // The build's calibration text (--calib): batches of up to 32 sequences, each cut to
@@ -446,7 +459,9 @@ std::unique_ptr<GraphRunner> MakeEncoderRunner(const BertEncoderGraph& m, const 
       }
       o.act_scales = cuda::ScalesFromAmax(cuda::CalibrateEncoderAmax(c, w, o, batches), o.quant);
     }
-    scales_line = cuda::QuantScalesLine(o.quant, o.act_scales);
+    scales_line = cuda::QuantScalesLine(o.quant, o.act_scales) +
+                  cuda::Fp8WeightScalingLine(o.fp8_weight_scaling);
+    scales_source += std::string(", fp8 weights ") + cuda::WeightScalingName(o.fp8_weight_scaling);
   }
   auto enc = cuda::CudaEncoder::Create(c, w, o);
   w = cuda::EncoderWeights();  // host copies are not needed any more

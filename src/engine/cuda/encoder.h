@@ -85,6 +85,18 @@ struct EncoderOptions {
   bool quant_fp8_output = true;
   // Quantised encoders: each LayerNorm also writes the next GEMM's 8-bit input (one pass).
   bool quant_fuse_layernorm = true;
+  // FP8 encoders: how the four GEMMs' weights are scaled (quant_gemm.h). Per channel (default):
+  // per-channel x per-token scale vectors (OUTER_VEC_32F), fused in cuBLASLt; per tensor: scalar
+  // scales. On the H200 with cuBLASLt 13.1 (2026-12-02) cuBLASLt refused the fused per-tensor
+  // GEMM, which then ran on the FP32-scratch path at less than half the speed, and the default
+  // model's A2 fell to 99.38% (per channel: 99.55%): per tensor stays an option, not the default.
+  // INT8 encoders are always per channel. Plans record the choice (backend_cuda.cc).
+  // fp8_fast_accum: cuBLASLt's fast FP8 accumulation.
+  WeightScaling fp8_weight_scaling = WeightScaling::kPerChannel;
+  bool fp8_fast_accum = false;
+  // Quantised encoders: attention writes the output GEMM's 8-bit input itself where its kernel
+  // can (AttentionQuantSupported, encoder_quant.h), skipping a quantise pass.
+  bool quant_fuse_attention = true;
 };
 
 struct EncoderOutputs {

@@ -92,6 +92,21 @@ std::vector<float> CalibrateEncoderAmax(const EncoderConfig& config, const Encod
   return ctx->CalibrationAmax();
 }
 
+std::string Fp8WeightScalingLine(WeightScaling s) {
+  return std::string("hotline-fp8-weight-scaling ") + WeightScalingName(s) + "\n";
+}
+
+bool ParseFp8WeightScalingLine(const std::string& record, WeightScaling* s) {
+  std::istringstream in(record);
+  const std::string head = "hotline-fp8-weight-scaling ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(head, 0) != 0) continue;
+    *s = ParseWeightScaling(line.substr(head.size()));  // throws on an unknown name
+    return true;
+  }
+  return false;
+}
+
 std::string QuantScalesLine(EncoderQuant q, const std::vector<float>& scales) {
   std::string line = std::string("hotline-quant-scales ") + EncoderQuantName(q) + " " +
                      std::to_string(scales.size());
@@ -139,14 +154,17 @@ void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer*
   // Exact GELU for FP32 or when asked (our epilogue); else the tanh form cuBLASLt fuses.
   const GemmEpilogue gelu = (dt == DType::kF32 || opt_.exact_gelu) ? GemmEpilogue::kBiasGelu
                                                                    : GemmEpilogue::kBiasGeluTanh;
+  const bool fp8 = q == QuantType::kFp8E4M3;
+  const WeightScaling sc = fp8 ? opt_.fp8_weight_scaling : WeightScaling::kPerChannel;
+  const bool fa = fp8 && opt_.fp8_fast_accum;
   d->qqkv = std::make_unique<QuantGemm>(w.qkv_w.data(), H, 3 * H, w.qkv_b.data(),
-                                        GemmEpilogue::kBias, q, s[0], dt, rows);
+                                        GemmEpilogue::kBias, q, s[0], dt, rows, sc, fa);
   d->qout = std::make_unique<QuantGemm>(w.out_w.data(), H, H, w.out_b.data(), GemmEpilogue::kBias,
-                                        q, s[1], dt, rows);
+                                        q, s[1], dt, rows, sc, fa);
   d->qff1 = std::make_unique<QuantGemm>(w.ff1_w.data(), H, I, w.ff1_b.data(), gelu, q, s[2], dt,
-                                        rows);
+                                        rows, sc, fa);
   d->qff2 = std::make_unique<QuantGemm>(w.ff2_w.data(), I, H, w.ff2_b.data(), GemmEpilogue::kBias,
-                                        q, s[3], dt, rows);
+                                        q, s[3], dt, rows, sc, fa);
   if (q == QuantType::kFp8E4M3 && opt_.quant_fp8_output && dt != DType::kF32) {
     d->qff1->SetQuantisedOutput(s[3]);  // FFN1 writes FFN2's E4M3 input where cuBLASLt can
   }
@@ -261,8 +279,14 @@ void CudaEncoderContext::EnqueueQuantLayer(int l, int Tb, int Sb, int Bb) {
   const bool fuse = e.opt_.quant_fuse_layernorm && LayerNormQuantSupported(H);
   if (l == 0 || !fuse) QuantizeActivations(dt, d_x_, TH, L.qqkv->x_scale(), q, d_xq_, s);
   RunQuantGemm(*L.qqkv, d_xq_, Tb, qkv, nullptr);
-  Attention(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, ctx, s);
-  QuantizeActivations(dt, ctx, TH, L.qout->x_scale(), q, d_xq_, s);
+  if (e.opt_.quant_fuse_attention && AttentionQuantSupported(dt, c.head_dim())) {
+    // The attention output straight in 8 bits: the output GEMM's input, no quantise pass.
+    AttentionQuant(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, L.qout->x_scale(), q,
+                   d_xq_, s);
+  } else {
+    Attention(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, ctx, s);
+    QuantizeActivations(dt, ctx, TH, L.qout->x_scale(), q, d_xq_, s);
+  }
   RunQuantGemm(*L.qout, d_xq_, Tb, d_x_, d_x_);  // x = ctx . Wo + bo + x, in place
   if (fuse) {
     LayerNormQuant(dt, d_x_, Tb, H, L.ln1_g, L.ln1_b, c.eps, L.qff1->x_scale(), q, d_xq_, s);

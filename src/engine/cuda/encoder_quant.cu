@@ -1,8 +1,11 @@
 // Device helpers of the quantised encoder (see encoder_quant.h).
 #include <cuda_fp8.h>
 
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
 
+#include "engine/cuda/attention_internal.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_util.cuh"
 #include "engine/cuda/encoder_quant.h"
@@ -79,6 +82,101 @@ __global__ void LayerNormQuantKernel(T* __restrict__ x, int rows, int H,
   }
 }
 
+// The same in 16-byte vectors (variant 1's layout, layernorm.cu): one warp per row, NV vectors
+// of E = 16 / sizeof(T) elements per lane held in registers, one 16-byte load and store of x and
+// one E-byte store of q per vector. Needs hidden % E == 0 and aligned rows (the caller checks).
+template <typename T, bool kFp8, int NV>
+__global__ void __launch_bounds__(256)
+    LayerNormQuantWarpKernel(T* __restrict__ x, int rows, int H, const float* __restrict__ gamma,
+                             const float* __restrict__ beta, float eps, float x_scale,
+                             uint8_t* __restrict__ q) {
+  constexpr int E = 16 / sizeof(T);
+  using QVec = std::conditional_t<E == 8, uint64_t, uint32_t>;
+  PdlWaitThenTrigger();
+  const int row = int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;  // whole warps leave together
+  const int nvec = H / E;
+  T* xr = x + int64_t(row) * H;
+  float v[NV][E];
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const int idx = lane + 32 * i;
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[i][e] = 0.f;
+    if (idx < nvec) {
+      alignas(16) T a[E];
+      *reinterpret_cast<int4*>(a) = *reinterpret_cast<const int4*>(xr + idx * E);
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        v[i][e] = ToF(a[e]);
+        s += v[i][e];
+      }
+    }
+  }
+  const float mean = WarpSum(s) / float(H);
+  float s2 = 0.f;
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    if (lane + 32 * i < nvec) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float d = v[i][e] - mean;
+        s2 += d * d;
+      }
+    }
+  }
+  const float r = rsqrtf(WarpSum(s2) / float(H) + eps);
+  uint8_t* qr = q + int64_t(row) * H;
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const int idx = lane + 32 * i;
+    if (idx >= nvec) continue;
+    alignas(16) float g[E], b[E];
+#pragma unroll
+    for (int e = 0; e < E; e += 4) {
+      *reinterpret_cast<float4*>(g + e) = *reinterpret_cast<const float4*>(gamma + idx * E + e);
+      *reinterpret_cast<float4*>(b + e) = *reinterpret_cast<const float4*>(beta + idx * E + e);
+    }
+    alignas(16) T o[E];
+    QVec qv = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      o[e] = FromF<T>((v[i][e] - mean) * r * g[e] + b[e]);
+      qv |= QVec(Quantize8<kFp8>(ToF(o[e]) / x_scale)) << (8 * e);
+    }
+    *reinterpret_cast<int4*>(xr + idx * E) = *reinterpret_cast<const int4*>(o);
+    *reinterpret_cast<QVec*>(qr + idx * E) = qv;
+  }
+}
+
+bool Aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+// Launches the vector kernel when the shapes and alignments allow it; false otherwise.
+template <typename T, bool kFp8>
+bool LaunchLayerNormQuantWarp(T* x, int rows, int H, const float* gamma, const float* beta,
+                              float eps, float x_scale, uint8_t* q, cudaStream_t s) {
+  constexpr int E = 16 / sizeof(T);
+  if (H % E || H > 1024 || !Aligned(x, 16) || !Aligned(gamma, 16) || !Aligned(beta, 16) ||
+      !Aligned(q, E)) {
+    return false;
+  }
+  const int per_lane = (H / E + 31) / 32;
+  const unsigned grid = unsigned((int64_t(rows) * 32 + 255) / 256);
+  switch (per_lane) {
+#define HL_LNQ_CASE(NV)                                                                        \
+  case NV:                                                                                     \
+    CUDA_CHECK(LaunchKernel(LayerNormQuantWarpKernel<T, kFp8, NV>, dim3(grid), dim3(256), 0, s, \
+                            x, rows, H, gamma, beta, eps, x_scale, q));                        \
+    return true;
+    HL_LNQ_CASE(1) HL_LNQ_CASE(2) HL_LNQ_CASE(3) HL_LNQ_CASE(4)
+    HL_LNQ_CASE(5) HL_LNQ_CASE(6) HL_LNQ_CASE(7) HL_LNQ_CASE(8)
+#undef HL_LNQ_CASE
+    default: return false;
+  }
+}
+
 }  // namespace
 
 bool LayerNormQuantSupported(int hidden) { return hidden >= 1 && hidden <= 1024; }
@@ -97,6 +195,15 @@ void LayerNormQuant(DType dtype, void* x, int rows, int hidden, const float* gam
     using T = decltype(tag);
     T* xp = static_cast<T*>(x);
     uint8_t* o = static_cast<uint8_t*>(xq);
+    // 16-byte vectors with the row in registers where the layout allows (variant 1 of the
+    // LayerNorm family); else the scalar kernel.
+    if (GetKernelVariants().layernorm == 1 &&
+        (q == QuantType::kFp8E4M3
+             ? LaunchLayerNormQuantWarp<T, true>(xp, rows, hidden, gamma, beta, eps, x_scale, o, s)
+             : LaunchLayerNormQuantWarp<T, false>(xp, rows, hidden, gamma, beta, eps, x_scale, o,
+                                                  s))) {
+      return;
+    }
     if (q == QuantType::kFp8E4M3)
       LayerNormQuantKernel<T, true><<<blocks, 128, 0, s>>>(xp, rows, hidden, gamma, beta, eps,
                                                             x_scale, o);
@@ -105,6 +212,36 @@ void LayerNormQuant(DType dtype, void* x, int rows, int hidden, const float* gam
                                                              x_scale, o);
   });
   CUDA_CHECK_LAUNCH();
+}
+
+bool AttentionQuantSupported(DType dtype, int head_dim) {
+  return AttentionHasFastPath(dtype, head_dim) && GetKernelVariants().attention == 1;
+}
+
+void AttentionQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch,
+                    int max_seqlen, int heads, int head_dim, float scale, float out_scale,
+                    QuantType q, void* ctx_q, cudaStream_t s) {
+  if (batch < 0 || max_seqlen < 0 || heads < 1 || batch > 65535 || heads > 65535 ||
+      !(out_scale > 0.f) || !std::isfinite(out_scale)) {
+    throw Error("AttentionQuant: need batch in [0, 65535], max_seqlen >= 0, heads in [1, 65535] "
+                "and a positive finite out_scale, got batch=" + std::to_string(batch) +
+                " max_seqlen=" + std::to_string(max_seqlen) + " heads=" + std::to_string(heads) +
+                " out_scale=" + std::to_string(out_scale));
+  }
+  if (!AttentionQuantSupported(dtype, head_dim)) {
+    throw Error(std::string("AttentionQuant: no quantised-output kernel for ") + DTypeName(dtype) +
+                " head size " + std::to_string(head_dim) +
+                " with the current attention variant (needs fp16/bf16, head size 32/64/128, "
+                "attention variant 1); use Attention + QuantizeActivations",
+                Code::kUnimplemented);
+  }
+  if (batch == 0 || max_seqlen == 0) return;
+  if (!qkv || !cu_seqlens || !ctx_q) throw Error("AttentionQuant: null qkv, cu_seqlens or ctx_q");
+  if (!detail::LaunchAttentionMmaQuant(dtype, qkv, cu_seqlens, batch, max_seqlen, heads, head_dim,
+                                       scale, out_scale, q == QuantType::kFp8E4M3, ctx_q, s)) {
+    throw Error("AttentionQuant: the tensor-core kernel refused head size " +
+                std::to_string(head_dim), Code::kInternal);
+  }
 }
 
 void AbsMaxAccumulate(DType dtype, const void* x, int64_t n, float* amax, cudaStream_t s) {

@@ -7,8 +7,11 @@
 //   ctx = Attention(QKV)      cq = Q(ctx / s1)   x = QuantGemm(cq) + bias + x     (in place)
 //   x = LayerNorm(x)          xq = Q(x / s2)     u = GELU(QuantGemm(xq) + bias)
 //   uq = Q(u / s3)            x = QuantGemm(uq) + bias + x;  x = LayerNorm(x)
-// Q rounds to nearest (INT8: [-127, 127]; E4M3: saturating at +-448). Weights: per output
-// channel, symmetric, 8-bit only on the device (no FP16 copy of a quantised GEMM's weights).
+// Q rounds to nearest (INT8: [-127, 127]; E4M3: saturating at +-448). Weights: symmetric, 8-bit
+// only on the device (no FP16 copy of a quantised GEMM's weights); FP8 per tensor by default
+// (EncoderOptions::fp8_weight_scaling: cuBLASLt's plain FP8 GEMM), INT8 per output channel.
+// Fusions (EncoderOptions): LayerNorm writes Q(x / s) itself, attention writes cq itself
+// (AttentionQuant), FFN1 writes uq in E4M3 itself (where cuBLASLt can).
 // Scales are fixed when the encoder is created (no dynamic range computation on the hot path);
 // CalibrateEncoder measures them from sample batches with an unquantised encoder.
 #pragma once
@@ -58,6 +61,11 @@ std::vector<EncoderBatch> RandomEncoderBatches(const EncoderConfig& config, int 
 std::string QuantScalesLine(EncoderQuant q, const std::vector<float>& scales);
 bool ParseQuantScalesLine(const std::string& record, EncoderQuant q, size_t n,
                           std::vector<float>* scales);
+// FP8 plans also record the weight scaling they were built with ("hotline-fp8-weight-scaling
+// per_tensor|per_channel"); Parse returns false when the record has no such line (plans from
+// before the choice existed were per channel) and throws on an unknown value.
+std::string Fp8WeightScalingLine(WeightScaling s);
+bool ParseFp8WeightScalingLine(const std::string& record, WeightScaling* s);
 
 // x = LayerNorm(x) * gamma + beta in place over rows of `hidden` (<= 1024; FP32 two-pass
 // statistics) and xq = Q(x / x_scale) of the stored values, in one pass (encoder_quant.cu): the
@@ -67,6 +75,17 @@ bool LayerNormQuantSupported(int hidden);
 void LayerNormQuant(DType dtype, void* x, int rows, int hidden, const float* gamma,
                     const float* beta, float eps, float x_scale, QuantType q, void* xq,
                     cudaStream_t stream);
+
+// Attention (kernels.h's Attention, same arguments) writing its output quantised:
+// ctx_q[t][c] = Q(ctx_rounded / out_scale), ctx_rounded being the value Attention would store in
+// `dtype`, so the bytes equal Attention followed by QuantizeActivations. Supported where the
+// tensor-core kernel of variant 1 serves the call (FP16/BF16, head size 32/64/128, attention
+// variant 1): AttentionQuantSupported; elsewhere AttentionQuant throws (callers use Attention +
+// QuantizeActivations). Rows outside every sequence are not written.
+bool AttentionQuantSupported(DType dtype, int head_dim);
+void AttentionQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch,
+                    int max_seqlen, int heads, int head_dim, float scale, float out_scale,
+                    QuantType q, void* ctx_q, cudaStream_t stream);
 
 // Device helper (encoder_quant.cu): amax[0] = max(amax[0], max_i |x[i]|) over n elements of
 // `dtype`; amax is one FP32 value on the device holding a non-negative number.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -93,27 +94,54 @@ uint8_t HostQuantize(float v, QuantType q) {
 
 // Process-wide choices of the timed algorithm per problem (algorithms depend on the shapes and
 // types only, never on the weights or scale pointers).
+// Tuning choices per process: the timed algorithm and its time (for path()).
+struct TuneChoice {
+  cublasLtMatmulAlgo_t algo;
+  float ms = -1.f;
+  int candidates = 0;
+};
 std::mutex& TuneMutex() {
   static std::mutex m;
   return m;
 }
-std::map<std::string, cublasLtMatmulAlgo_t>& TuneMap() {
-  static std::map<std::string, cublasLtMatmulAlgo_t> m;
+std::map<std::string, TuneChoice>& TuneMap() {
+  static std::map<std::string, TuneChoice> m;
   return m;
 }
 std::string TuneKey(QuantType q, DType out, GemmEpilogue e, int M, int N, int K, bool fused,
-                    bool beta_one, bool q_out) {
+                    bool beta_one, bool q_out, WeightScaling sc, bool fast_accum) {
   int dev = 0;
   cudaGetDevice(&dev);
   return std::to_string(dev) + "|" + QuantTypeName(q) + "|" + DTypeName(out) + "|" +
          GemmEpilogueName(e) + "|" + std::to_string(M) + "x" + std::to_string(N) + "x" +
          std::to_string(K) + (fused ? "|fused" : "|acc") + (beta_one ? "|res" : "") +
-         (q_out ? "|e4m3 out" : "");
+         (q_out ? "|e4m3 out" : "") + "|" + WeightScalingName(sc) +
+         (fast_accum ? "|fast accum" : "");
 }
+
+int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  int v = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return v;
+}
+
 
 }  // namespace
 
 const char* QuantTypeName(QuantType q) { return q == QuantType::kInt8 ? "int8" : "fp8_e4m3"; }
+
+const char* WeightScalingName(WeightScaling s) {
+  return s == WeightScaling::kPerTensor ? "per_tensor" : "per_channel";
+}
+
+WeightScaling ParseWeightScaling(const std::string& name) {
+  if (name == "per_tensor" || name == "tensor") return WeightScaling::kPerTensor;
+  if (name == "per_channel" || name == "channel") return WeightScaling::kPerChannel;
+  throw Error("weight scaling: expected per_tensor or per_channel, got '" + name + "'");
+}
 float QuantMax(QuantType q) { return q == QuantType::kInt8 ? 127.f : 448.f; }
 
 bool QuantTypeSupported(QuantType q) {
@@ -155,9 +183,9 @@ void QuantizeActivations(DType src, const void* x, int64_t n, float x_scale, Qua
 
 QuantGemm::QuantGemm(const float* weight_kn, int K, int N, const float* bias,
                      GemmEpilogue epilogue, QuantType q, float x_scale, DType out_dtype,
-                     int max_rows)
+                     int max_rows, WeightScaling scaling, bool fast_accum)
     : K_(K), N_(N), epilogue_(epilogue), q_(q), x_scale_(x_scale), out_(out_dtype),
-      max_rows_(max_rows) {
+      max_rows_(max_rows), scaling_(scaling), fast_accum_(fast_accum) {
   if (max_rows < 1 || max_rows > kMaxRows) {
     throw Error("QuantGemm: max_rows must be in [1, " + std::to_string(kMaxRows) + "], got " +
                 std::to_string(max_rows));
@@ -175,13 +203,30 @@ QuantGemm::QuantGemm(const float* weight_kn, int K, int N, const float* bias,
                 " GEMMs need a newer GPU (INT8: sm_75+, FP8: sm_89+)", Code::kUnimplemented);
   }
   if (epilogue_ == GemmEpilogue::kNone && bias) epilogue_ = GemmEpilogue::kBias;
+  if (fast_accum && q != QuantType::kFp8E4M3) {
+    throw Error("QuantGemm: fast accumulation is an FP8 option (int8 accumulates exactly)");
+  }
   const float qmax = QuantMax(q);
-  // Per-output-channel symmetric weight scales; weights transposed to [N, K].
+  // Symmetric weight scales, per output channel or one for the whole matrix; weights transposed
+  // to [N, K].
   w_scale_host_.assign(N, 1.f);
+  float tensor_amax = 0.f;
+  // std::max drops a NaN, so every weight is checked on its own.
+  for (size_t i = 0; i < size_t(K) * N; ++i) {
+    if (!std::isfinite(weight_kn[i])) {
+      throw Error("QuantGemm: the weights hold a non-finite value");
+    }
+  }
+  if (scaling == WeightScaling::kPerTensor) {
+    for (size_t i = 0; i < size_t(K) * N; ++i)
+      tensor_amax = std::max(tensor_amax, std::fabs(weight_kn[i]));
+  }
   std::vector<uint8_t> wq(size_t(N) * K);
   for (int n = 0; n < N; ++n) {
-    float amax = 0.f;
-    for (int k = 0; k < K; ++k) amax = std::max(amax, std::fabs(weight_kn[size_t(k) * N + n]));
+    float amax = tensor_amax;
+    if (scaling == WeightScaling::kPerChannel) {
+      for (int k = 0; k < K; ++k) amax = std::max(amax, std::fabs(weight_kn[size_t(k) * N + n]));
+    }
     const float sc = amax > 0.f ? amax / qmax : 1.f;
     w_scale_host_[n] = sc;
     for (int k = 0; k < K; ++k)
@@ -200,10 +245,15 @@ QuantGemm::QuantGemm(const float* weight_kn, int K, int N, const float* bias,
     CUDA_CHECK(cudaMalloc(&out_scale_, N * sizeof(float)));
     CUDA_CHECK(cudaMemcpy(out_scale_, out_scale.data(), N * sizeof(float),
                           cudaMemcpyHostToDevice));
-    if (q == QuantType::kFp8E4M3) {
+    if (q == QuantType::kFp8E4M3 && scaling == WeightScaling::kPerChannel) {
       CUDA_CHECK(cudaMalloc(&x_scale_vec_, xs.size() * sizeof(float)));
       CUDA_CHECK(cudaMemcpy(x_scale_vec_, xs.data(), xs.size() * sizeof(float),
                             cudaMemcpyHostToDevice));
+    }
+    if (q == QuantType::kFp8E4M3 && scaling == WeightScaling::kPerTensor) {
+      const float sv[2] = {w_scale_host_[0], x_scale};
+      CUDA_CHECK(cudaMalloc(&scalars_, sizeof(sv)));
+      CUDA_CHECK(cudaMemcpy(scalars_, sv, sizeof(sv), cudaMemcpyHostToDevice));
     }
     if (has_bias) {
       CUDA_CHECK(cudaMalloc(&bias_f32_, N * sizeof(float)));
@@ -227,7 +277,7 @@ void QuantGemm::FreeDevice() {
   for (void* p : {static_cast<void*>(w_), static_cast<void*>(w_scale_),
                   static_cast<void*>(out_scale_), static_cast<void*>(x_scale_vec_),
                   static_cast<void*>(bias_f32_), static_cast<void*>(bias_),
-                  static_cast<void*>(y_scale_inv_)}) {
+                  static_cast<void*>(y_scale_inv_), static_cast<void*>(scalars_)}) {
     cudaFree(p);  // null is a no-op
   }
 }
@@ -241,7 +291,7 @@ void QuantGemm::Destroy(Prepared* p) {
 
 size_t QuantGemm::weight_bytes() const {
   return size_t(N_) * K_ + size_t(N_) * 4 * 2 + (bias_ ? size_t(N_) * (4 + DTypeSize(out_)) : 0) +
-         (x_scale_vec_ ? size_t(max_rows_) * 4 : 0);
+         (x_scale_vec_ ? size_t(max_rows_) * 4 : 0) + (scalars_ ? 8 : 0);
 }
 
 bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws,
@@ -259,7 +309,15 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                                                    sizeof(ta)));
   good = good && ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
                                                    sizeof(tb)));
-  if (good && fused) {
+  if (good && fused && scaling_ == WeightScaling::kPerTensor) {
+    // The plain FP8 GEMM: scalar scales (default SCALAR_32F mode), D = a * b * (A . B).
+    float* a_scale = scalars_;
+    float* b_scale = scalars_ + 1;
+    good = ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                             &a_scale, sizeof(a_scale))) &&
+           ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                             &b_scale, sizeof(b_scale)));
+  } else if (good && fused) {
     // Per-channel weight scales x per-token activation scales (all equal: per tensor).
     const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     good = ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
@@ -270,9 +328,16 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                                              &w_scale_, sizeof(w_scale_))) &&
            ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
                                              &x_scale_vec_, sizeof(x_scale_vec_)));
-    // No CUBLASLT_MATMUL_DESC_FAST_ACCUM: Hopper's fast FP8 accumulation keeps ~14 bits over
-    // the whole K (up to ~2% error at K = 4096, reported by others), and the 981 TFLOP/s of
-    // PERFORMANCE.md were measured without it.
+  }
+  if (good && fused) {
+    // CUBLASLT_MATMUL_DESC_FAST_ACCUM only when asked: Hopper's fast FP8 accumulation keeps ~14
+    // bits over the whole K (up to ~2% error at K = 4096, reported by others), and the 981
+    // TFLOP/s of PERFORMANCE.md were measured without it.
+    if (fast_accum_) {
+      const int8_t fa = 1;
+      good = ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fa,
+                                               sizeof(fa)));
+    }
     if (good && q_out) {  // D in E4M3: D = epilogue(...) * (1 / y_scale), saturating
       const int32_t bias_t = OutType(out_);
       good = ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER,
@@ -301,21 +366,24 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
     if (good) {
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
                                            sizeof(wsb));
-      cublasLtMatmulHeuristicResult_t res[8];
+      cublasLtMatmulHeuristicResult_t res[16];
       int n = 0;
       good = ok(cublasLtMatmulAlgoGetHeuristic(ws.handle(), p->desc, p->a, p->b, p->c, p->d, pref,
-                                               8, res, &n)) &&
+                                               16, res, &n)) &&
              n > 0;
       cublasLtMatmulPreferenceDestroy(pref);
       if (good) p->algo = res[0].algo;
       // Same problem timed before (e.g. the same GEMM in another layer): reuse its choice.
-      const std::string key = TuneKey(q_, out_, epilogue_, M, N_, K_, fused, beta_one, q_out);
+      const std::string key = TuneKey(q_, out_, epilogue_, M, N_, K_, fused, beta_one, q_out,
+                                      scaling_, fast_accum_);
       bool cached = false;
       if (good) {
         std::lock_guard<std::mutex> lock(TuneMutex());
         auto it = TuneMap().find(key);
         if (it != TuneMap().end()) {
-          p->algo = it->second;
+          p->algo = it->second.algo;
+          p->ms = it->second.ms;
+          p->candidates = it->second.candidates;
           cached = true;
         }
       }
@@ -343,11 +411,13 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                                       p->c, yb, p->d, &res[i].algo, ws.workspace(),
                                       ws.workspace_bytes(), st) == CUBLAS_STATUS_SUCCESS;
               }, 10, 3);
+              if (ms > 0) ++p->candidates;
               if (ms > 0 && (best < 0 || ms < best)) {
                 best = ms;
                 p->algo = res[i].algo;
               }
             }
+            p->ms = best;
             if (best < 0) {
               good = false;
               p->algo = keep;
@@ -359,7 +429,7 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
         cudaGetLastError();
         if (good) {
           std::lock_guard<std::mutex> lock(TuneMutex());
-          TuneMap()[key] = p->algo;
+          TuneMap()[key] = TuneChoice{p->algo, p->ms, p->candidates};
         }
       }
     }
@@ -442,12 +512,19 @@ std::string QuantGemm::path(int M) const {
   for (bool r : {false, true}) {
     auto it = prepared_.find({M, r});
     if (it == prepared_.end()) continue;
-    if (it->second.fused)
-      return std::string(QuantTypeName(q_)) + " cublasLt outer-vector scales" +
-             (it->second.q_out ? ", e4m3 output" : "");
+    const Prepared& p = it->second;
+    char tail[96];
+    std::snprintf(tail, sizeof(tail), " (algo %d tile %d, %.4f ms of %d)",
+                  AlgoConfig(p.algo, CUBLASLT_ALGO_CONFIG_ID),
+                  AlgoConfig(p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID), p.ms, p.candidates);
+    if (p.fused)
+      return std::string(QuantTypeName(q_)) +
+             (scaling_ == WeightScaling::kPerTensor ? " cublasLt per-tensor scales"
+                                                    : " cublasLt outer-vector scales") +
+             (fast_accum_ ? ", fast accum" : "") + (p.q_out ? ", e4m3 output" : "") + tail;
     return std::string(QuantTypeName(q_)) +
            (q_ == QuantType::kInt8 ? " imma int32 + dequant epilogue"
-                                   : " fp32 acc + dequant epilogue");
+                                   : " fp32 acc + dequant epilogue") + tail;
   }
   return "(not prepared)";
 }

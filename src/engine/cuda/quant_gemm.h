@@ -3,16 +3,24 @@
 // (+ residual), written in FP16, BF16 or FP32.
 //
 // Scales: activations per tensor (x_scale = calibrated amax / qmax, fixed when the plan is built:
-// no dynamic range computation on the hot path); weights per output channel, symmetric
-// (w_scale[n] = max_k |W[k][n]| / qmax), quantised here from the FP32 weights. qmax = 127 (INT8)
-// or 448 (E4M3's largest finite value).
+// no dynamic range computation on the hot path); weights symmetric, quantised here from the FP32
+// weights, either per output channel (w_scale[n] = max_k |W[k][n]| / qmax, WeightScaling::
+// kPerChannel) or per tensor (one w_scale = max |W| / qmax for the whole matrix, kPerTensor).
+// qmax = 127 (INT8) or 448 (E4M3's largest finite value).
 //
 // Paths (chosen per row count M by what cuBLASLt offers on this GPU, reported by path()):
 //   INT8: IMMA (TN, int32 accumulation) into an int32 [M, ldn] scratch, then our dequantising
 //         epilogue kernel (scales, bias, activation, residual, output type) in one pass.
-//   FP8:  cuBLASLt with per-channel x per-token scale vectors (OUTER_VEC_32F) and its bias / GELU
-//         epilogue straight into the output type ("fused"); where the library refuses that, FP8
-//         into an FP32 scratch and our dequantising epilogue ("fp32 acc + epilogue").
+//   FP8 per tensor: cuBLASLt's plain FP8 GEMM, D = (a_scale * b_scale) * (W_e4m3 . X_e4m3)
+//         (+ C), scalar A/B scale pointers (what TensorRT and Transformer Engine use: Hopper's
+//         fast FP8 kernels), bias / GELU epilogue, FP16/BF16 out, residual as C with beta = 1,
+//         or E4M3 out with a D scale (SetQuantisedOutput) ("fused").
+//   FP8 per channel: cuBLASLt with per-channel x per-token scale vectors (OUTER_VEC_32F) and its
+//         bias / GELU epilogue straight into the output type ("fused").
+//   FP8, where the library refuses both: FP8 into an FP32 scratch and our dequantising epilogue
+//         ("fp32 acc + epilogue").
+// FP8 fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM) is off unless asked for: Hopper's fast
+// FP8 accumulation keeps ~14 bits over the whole K.
 // FP8 needs sm_89 or newer (QuantTypeSupported). Shapes: K and N multiples of 16.
 #pragma once
 
@@ -41,14 +49,22 @@ bool QuantTypeSupported(QuantType q);
 void QuantizeActivations(DType src, const void* x, int64_t n, float x_scale, QuantType q,
                          void* xq, cudaStream_t stream);
 
+// How the weights of a QuantGemm are scaled (see above).
+enum class WeightScaling { kPerChannel, kPerTensor };
+const char* WeightScalingName(WeightScaling s);  // "per_channel", "per_tensor"
+WeightScaling ParseWeightScaling(const std::string& name);  // throws naming the choices
+
 class QuantGemm {
  public:
   // weight_kn: host FP32 [K, N]; bias: host FP32 [N] or null. epilogue: kNone, kBias,
   // kBiasGelu (exact erf), kBiasGeluTanh or kBiasTanh. Throws hotline::Error on bad sizes, an
   // unsupported type for this GPU, or x_scale <= 0.
   // max_rows bounds every M this GEMM will run with (FP8's per-row scale vector is that long).
+  // scaling: per output channel (default) or one scale for the whole matrix; fast_accum: FP8
+  // only, cuBLASLt's fast (reduced-precision) accumulation.
   QuantGemm(const float* weight_kn, int K, int N, const float* bias, GemmEpilogue epilogue,
-            QuantType q, float x_scale, DType out_dtype, int max_rows = kMaxRows);
+            QuantType q, float x_scale, DType out_dtype, int max_rows = kMaxRows,
+            WeightScaling scaling = WeightScaling::kPerChannel, bool fast_accum = false);
   ~QuantGemm();
   QuantGemm(const QuantGemm&) = delete;
   QuantGemm& operator=(const QuantGemm&) = delete;
@@ -76,7 +92,10 @@ class QuantGemm {
   int N() const { return N_; }
   QuantType type() const { return q_; }
   float x_scale() const { return x_scale_; }
+  // [N] per-channel scales; per tensor, N copies of the one scale.
   const std::vector<float>& weight_scales() const { return w_scale_host_; }
+  WeightScaling scaling() const { return scaling_; }
+  bool fast_accum() const { return fast_accum_; }
   size_t weight_bytes() const;  // quantised weights + scales + bias
   std::string path(int M) const;
 
@@ -88,6 +107,8 @@ class QuantGemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo;
+    float ms = -1.f;  // timed device time of the chosen algorithm (-1: taken from the cache)
+    int candidates = 0;
   };
   bool TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws, Prepared* p);
   static void Destroy(Prepared* p);
@@ -106,6 +127,9 @@ class QuantGemm {
   void* bias_ = nullptr;       // [N] in out_dtype (cuBLASLt's epilogue)
   float* bias_f32_ = nullptr;  // [N] FP32 (our epilogue)
   float* y_scale_inv_ = nullptr;  // 1 / y_scale for an E4M3 output (SetQuantisedOutput)
+  float* scalars_ = nullptr;      // per tensor: {w_scale, x_scale} (A / B scale pointers)
+  WeightScaling scaling_;
+  bool fast_accum_;
   mutable std::mutex mu_;
   std::map<std::pair<int, bool>, Prepared> prepared_;
   int max_rows_;

@@ -92,6 +92,12 @@ TEST(CudaBackendQuant, Fp8PlanRecordsItsScalesAndStaysWithinQuantisationError) {
   EXPECT_NE(rec.find("hotline-quant-scales fp8 "), std::string::npos) << rec.substr(0, 200);
   ASSERT_TRUE(pd.extra.contains("graph_runner"));
   std::printf("%s\n", pd.extra["graph_runner"].get<std::string>().c_str());
+  // The plan records the FP8 weight scaling it was built with: per channel, the default.
+  cuda::WeightScaling sc = cuda::WeightScaling::kPerTensor;
+  EXPECT_TRUE(cuda::ParseFp8WeightScalingLine(rec, &sc)) << rec.substr(0, 300);
+  EXPECT_EQ(sc, cuda::WeightScaling::kPerChannel);
+  EXPECT_NE(pd.extra["graph_runner"].get<std::string>().find("fp8 weights per_channel"),
+            std::string::npos);
 
   auto cpu = Engine::BuildFromOnnx(Fixture("tiny_op17.onnx"),
                                    Opts(BackendKind::kCPU, Precision::kFP32));

@@ -37,13 +37,24 @@ inline std::vector<float> QDQWeights(const std::vector<float>& w, int K, int N, 
   return out;
 }
 
+// W [K, N] -> one symmetric 8-bit scale for the whole matrix (max |W| / qmax), dequantised.
+inline std::vector<float> QDQWeightsPerTensor(const std::vector<float>& w, QuantType q) {
+  float m = 0.f;
+  for (float v : w) m = std::max(m, std::fabs(v));
+  const float s = m > 0.f ? m / QuantMax(q) : 1.f;
+  std::vector<float> out(w.size());
+  for (size_t i = 0; i < w.size(); ++i) out[i] = QDQ(w[i], s, q);
+  return out;
+}
+
 // scales: [layers][4] (qkv_in, out_in, ff1_in, ff2_in) or empty (no quantisation: the FP32
 // reference). amax (optional): receives max |x| of each GEMM input over all tokens.
 inline EncoderResult QuantEncoder(const EncoderConfig& c, const EncoderWeights& w,
                                   const std::vector<float>& scales, QuantType q, bool gelu_tanh,
                                   const std::vector<int32_t>& ids,
                                   const std::vector<int32_t>& types,
-                                  const std::vector<int32_t>& cu, std::vector<float>* amax) {
+                                  const std::vector<int32_t>& cu, std::vector<float>* amax,
+                                  bool per_tensor_weights = false) {
   const int B = int(cu.size()) - 1, T = cu.back(), H = c.hidden, I = c.intermediate;
   const int D = c.head_dim();
   const bool quant = !scales.empty();
@@ -63,7 +74,8 @@ inline EncoderResult QuantEncoder(const EncoderConfig& c, const EncoderWeights& 
     return in.data();
   };
   auto weights = [&](const std::vector<float>& wt, int K, int N) {
-    return quant ? QDQWeights(wt, K, N, q) : wt;
+    if (!quant) return wt;
+    return per_tensor_weights ? QDQWeightsPerTensor(wt, q) : QDQWeights(wt, K, N, q);
   };
   Embed(ids.data(), types.empty() ? nullptr : types.data(), cu.data(), B, w.word.data(),
         w.pos.data(), w.type.data(), w.emb_gamma.data(), w.emb_beta.data(), c.eps, H, x.data());

@@ -1,0 +1,402 @@
+// FP8 with per-tensor weight scales (quant_gemm.h WeightScaling::kPerTensor, the FP8 encoders'
+// default) and the quantised-output attention (encoder_quant.h AttentionQuant):
+//   1. QuantGemm per tensor against CPU references in double:
+//      - from the dequantised operands (the E4M3 values the GEMM multiplies): only the FP32
+//        accumulation, the FP16/BF16 bias, cuBLASLt's tanh-GELU evaluation and the output
+//        rounding differ -> tight bound, 10x below the quantisation error (FP16 out: 5e-3, BF16
+//        out: 1e-2, E4M3 out: its own rounding, 2^-4 per value -> 0.065);
+//      - from the FP32 operands: the quantisation error itself, <= 0.08 (E4M3 rounds each
+//        operand by up to 2^-4, RMS ~3.6%, so a product carries ~5% and a K-term sum about the
+//        same relative RMS), and per tensor no worse than per channel by more than 25% + 0.005
+//        on weights whose columns differ 20x in magnitude (E4M3's precision is relative: a
+//        smaller channel keeps its 3 mantissa bits until values fall below max / 2^15);
+//      - the weight scale equals max |W| / 448 (hand formula) for every column;
+//      - on sm_90 the path is cuBLASLt's per-tensor FP8 GEMM ("per-tensor scales"), with the
+//        residual (beta = 1) in cuBLASLt too (whether it also takes the E4M3 output is printed).
+//   2. AttentionQuant against Attention followed by QuantizeActivations: every byte equal (at most
+//      0.1% of bytes one E4M3/INT8 step apart, none further), FP16/BF16, head sizes 32/64/128,
+//      batch 1 (16-query blocks) and larger batches, FP8 and INT8; FP32 is refused.
+//   3. The whole FP8 encoder (4 layers, BERT-base width) per tensor against the FP16 encoder
+//      (argmax agreement, relative error), against a CPU simulation with the same per-tensor
+//      rounding (<= 0.08, as encoder_quant_test.cc bounds per channel), no worse than per
+//      channel, and the same (bit-identical expected, 1e-3 asserted) with the attention fusion
+//      on and off.
+// Skips loudly when no CUDA device is present.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "engine/cuda/encoder_quant.h"
+#include "tests/engine/cuda/quant_reference.h"
+#include "tests/engine/cuda/test_util.h"
+
+namespace hotline::engine::cuda {
+namespace {
+
+bool HaveGpu() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    std::printf("*** NO CUDA DEVICE: fp8 per-tensor tests SKIPPED (run them on a GPU) ***\n");
+    return false;
+  }
+  return true;
+}
+
+int DeviceSm() {
+  int dev = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major * 10 + minor;
+}
+
+float E4m3ToFloat(uint8_t b) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3)));
+}
+
+struct GemmCase {
+  int M, K, N;
+  GemmEpilogue epi;
+  bool residual;
+  DType out;
+  bool e4m3_out;
+  const char* name;
+};
+
+// y = epi(x . W + b) (+ r) in double from the given (already rounded) operands.
+std::vector<float> RefGemm(const std::vector<float>& x, const std::vector<float>& w,
+                           const std::vector<float>& b, const std::vector<float>* r, int M, int K,
+                           int N, GemmEpilogue epi) {
+  std::vector<float> y(size_t(M) * N);
+  std::vector<double> acc(N);
+  for (int m = 0; m < M; ++m) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int k = 0; k < K; ++k) {
+      const double xv = x[size_t(m) * K + k];
+      const float* wr = &w[size_t(k) * N];
+      for (int n = 0; n < N; ++n) acc[n] += xv * wr[n];
+    }
+    for (int n = 0; n < N; ++n) {
+      double v = acc[n] + b[n];
+      if (epi == GemmEpilogue::kBiasGeluTanh) v = ref::GeluTanh(v);
+      if (r) v += (*r)[size_t(m) * N + n];
+      y[size_t(m) * N + n] = float(v);
+    }
+  }
+  return y;
+}
+
+TEST(CudaFp8PerTensor, GemmMatchesDequantisedAndFp32References) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!QuantTypeSupported(QuantType::kFp8E4M3)) {
+    std::vector<float> w(32 * 32, 0.1f);
+    EXPECT_THROW(QuantGemm(w.data(), 32, 32, nullptr, GemmEpilogue::kNone, QuantType::kFp8E4M3,
+                           0.01f, DType::kF16, 64, WeightScaling::kPerTensor),
+                 Error);
+    GTEST_SKIP() << "no FP8 on this GPU: refusal checked";
+  }
+  const bool sm90 = DeviceSm() >= 90;
+  std::mt19937_64 rng(test::Seed() + 71);
+  const GemmCase cases[] = {
+      {200, 768, 2304, GemmEpilogue::kBias, false, DType::kF16, false, "qkv-like fp16"},
+      {333, 768, 768, GemmEpilogue::kBias, true, DType::kF16, false, "out+residual fp16"},
+      {128, 768, 3072, GemmEpilogue::kBiasGeluTanh, false, DType::kF16, false, "ffn1 gelu fp16"},
+      {128, 768, 3072, GemmEpilogue::kBiasGeluTanh, false, DType::kF16, true, "ffn1 gelu e4m3 out"},
+      {64, 3072, 768, GemmEpilogue::kBias, true, DType::kF16, false, "ffn2+residual fp16 M=64"},
+      {96, 512, 256, GemmEpilogue::kBias, true, DType::kBF16, false, "bf16 out+residual"},
+  };
+  LtWorkspace ws;
+  for (const GemmCase& gc : cases) {
+    SCOPED_TRACE(gc.name);
+    const int M = gc.M, K = gc.K, N = gc.N;
+    // Columns of different magnitudes (x0.05 .. x1): per-channel scales would differ 20x.
+    std::vector<float> w = test::RandomVec(rng, size_t(K) * N, -1.f, 1.f);
+    std::vector<float> colscale = test::RandomVec(rng, N, 0.05f, 1.f);
+    for (int k = 0; k < K; ++k)
+      for (int n = 0; n < N; ++n) w[size_t(k) * N + n] *= 0.06f * colscale[n];
+    std::vector<float> bias = test::RandomVec(rng, N, -0.5f, 0.5f);
+    std::vector<float> x = test::RandomVec(rng, size_t(M) * K, -2.f, 2.f);
+    auto dx = test::Upload(gc.out, x);  // x now holds the values the device holds
+    const float xs = 2.f / 224;         // |x| <= 2 -> 224 (FP8 calibration keeps 2x headroom)
+    const float ys = 8.f / 224;         // the E4M3 output's scale (|y| well below 8)
+    std::vector<float> res;
+    std::unique_ptr<test::DevBuf> dres;
+    if (gc.residual) {
+      res = test::RandomVec(rng, size_t(M) * N, -1.f, 1.f);
+      dres = test::Upload(gc.out, res);
+    }
+
+    QuantGemm pt(w.data(), K, N, bias.data(), gc.epi, QuantType::kFp8E4M3, xs, gc.out, 4096,
+                 WeightScaling::kPerTensor);
+    QuantGemm pc(w.data(), K, N, bias.data(), gc.epi, QuantType::kFp8E4M3, xs, gc.out, 4096,
+                 WeightScaling::kPerChannel);
+    // The weight scale: max |W| / 448 for every column (hand formula).
+    float wmax = 0.f;
+    for (float v : w) wmax = std::max(wmax, std::fabs(v));
+    ASSERT_EQ(pt.weight_scales().size(), size_t(N));
+    for (float s : pt.weight_scales()) ASSERT_EQ(s, wmax / 448.f);
+    EXPECT_EQ(pt.scaling(), WeightScaling::kPerTensor);
+    if (gc.e4m3_out) pt.SetQuantisedOutput(ys);
+
+    pt.Prepare(M, gc.residual, ws, nullptr);
+    pc.Prepare(M, gc.residual, ws, nullptr);
+    std::printf("%s M=%d K=%d N=%d: per tensor [%s], per channel [%s]\n", gc.name, M, K, N,
+                pt.path(M).c_str(), pc.path(M).c_str());
+    if (sm90) {
+      // Which path cuBLASLt takes is a capability, not a correctness matter: on the H200 with
+      // cuBLASLt 13.1 (2026-12-02) it refused the fused per-tensor GEMM and the FP32-scratch
+      // path ran (the results below are checked either way). Said loudly, not asserted.
+      if (!pt.Fused(M, gc.residual)) {
+        std::printf("*** NOTE: cuBLASLt refused the fused per-tensor FP8 GEMM for %s: %s ***\n",
+                    gc.name, pt.path(M).c_str());
+      }
+      if (gc.e4m3_out && !pt.QuantisedOutput(M)) {  // a capability, not a correctness matter
+        std::printf("*** NOTE: cuBLASLt took no E4M3 output for %s: FFN1 keeps its quantise "
+                    "pass ***\n", gc.name);
+      }
+    }
+
+    test::DevBuf xq(size_t(M) * K), y(size_t(M) * N * 2), y2(size_t(M) * N * 2);
+    test::DevBuf acc(std::max<size_t>({pt.AccBytes(M), pc.AccBytes(M), size_t(1)}));
+    QuantizeActivations(gc.out, dx->get(), int64_t(M) * K, xs, QuantType::kFp8E4M3, xq.get(),
+                        nullptr);
+    const size_t ybytes = size_t(M) * N * DTypeSize(gc.out);
+    if (gc.residual) {  // y starts as the residual: C = D, in place, as the encoder runs it
+      CUDA_CHECK(cudaMemcpy(y.get(), dres->get(), ybytes, cudaMemcpyDeviceToDevice));
+      CUDA_CHECK(cudaMemcpy(y2.get(), dres->get(), ybytes, cudaMemcpyDeviceToDevice));
+    }
+    pt.Run(xq.get(), M, y.get(), gc.residual ? y.get() : nullptr, acc.get(), ws, nullptr);
+    pc.Run(xq.get(), M, y2.get(), gc.residual ? y2.get() : nullptr, acc.get(), ws, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+
+    std::vector<float> got(size_t(M) * N);
+    const bool e4m3 = pt.QuantisedOutput(M);
+    if (e4m3) {
+      std::vector<uint8_t> bytes(got.size());
+      CUDA_CHECK(cudaMemcpy(bytes.data(), y.get(), bytes.size(), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < got.size(); ++i) got[i] = E4m3ToFloat(bytes[i]) * ys;
+    } else {
+      got = test::Download(gc.out, y.get(), got.size());
+    }
+    const std::vector<float> got_pc = test::Download(gc.out, y2.get(), got.size());
+
+    // Dequantised operands: x and W rounded exactly as the device rounds them.
+    std::vector<float> xd(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xd[i] = ref::QDQ(x[i], xs, QuantType::kFp8E4M3);
+    const std::vector<float> wd = ref::QDQWeightsPerTensor(w, QuantType::kFp8E4M3);
+    const std::vector<float>* rp = gc.residual ? &res : nullptr;
+    const std::vector<float> want_q = RefGemm(xd, wd, bias, rp, M, K, N, gc.epi);
+    const std::vector<float> want = RefGemm(x, w, bias, rp, M, K, N, gc.epi);
+    // The quantisation error is measured on the GEMM part only (the residual is exact input).
+    auto minus_res = [&](std::vector<float> v) {
+      if (rp)
+        for (size_t i = 0; i < v.size(); ++i) v[i] -= res[i];
+      return v;
+    };
+    const double e_tight = ref::RelErr(got, want_q);
+    const double e_pt = ref::RelErr(minus_res(got), minus_res(want));
+    const double e_pc = ref::RelErr(minus_res(got_pc), minus_res(want));
+    std::printf("  vs dequantised operands %.5f (%s out); vs fp32 operands: per tensor %.4f, "
+                "per channel %.4f\n",
+                e_tight, e4m3 ? "e4m3" : DTypeName(gc.out), e_pt, e_pc);
+    const double tight = e4m3 ? 0.065 : gc.out == DType::kBF16 ? 1e-2 : 5e-3;
+    EXPECT_LE(e_tight, tight);
+    EXPECT_LE(e_pt, e4m3 ? 0.10 : 0.08);
+    EXPECT_LE(e_pc, 0.08);
+    if (!e4m3) {
+      EXPECT_LE(e_pt, 1.25 * e_pc + 0.005);
+    }
+  }
+}
+
+TEST(CudaFp8PerTensor, BadOptionsAreRefused) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  EXPECT_EQ(ParseWeightScaling("per_tensor"), WeightScaling::kPerTensor);
+  EXPECT_EQ(ParseWeightScaling("per_channel"), WeightScaling::kPerChannel);
+  EXPECT_THROW(ParseWeightScaling("per_row"), Error);
+  std::vector<float> w(32 * 32, 0.1f);
+  // Fast accumulation is an FP8 option.
+  EXPECT_THROW(QuantGemm(w.data(), 32, 32, nullptr, GemmEpilogue::kNone, QuantType::kInt8, 0.01f,
+                         DType::kF16, 64, WeightScaling::kPerChannel, true),
+               Error);
+  w[5] = NAN;
+  EXPECT_THROW(QuantGemm(w.data(), 32, 32, nullptr, GemmEpilogue::kNone, QuantType::kInt8, 0.01f,
+                         DType::kF16, 64, WeightScaling::kPerTensor),
+               Error);
+  // The plan record line round-trips; an unknown value is an error, a missing line says so.
+  WeightScaling s = WeightScaling::kPerChannel;
+  EXPECT_TRUE(ParseFp8WeightScalingLine("x\n" + Fp8WeightScalingLine(WeightScaling::kPerTensor),
+                                        &s));
+  EXPECT_EQ(s, WeightScaling::kPerTensor);
+  EXPECT_FALSE(ParseFp8WeightScalingLine("hotline-quant-scales fp8 0\n", &s));
+  EXPECT_THROW(ParseFp8WeightScalingLine("hotline-fp8-weight-scaling per_row\n", &s), Error);
+  // Attention with a quantised output: FP32 has no such kernel and says so.
+  EXPECT_FALSE(AttentionQuantSupported(DType::kF32, 64));
+  EXPECT_FALSE(AttentionQuantSupported(DType::kF16, 48));
+  EXPECT_THROW(AttentionQuant(DType::kF32, nullptr, nullptr, 1, 8, 2, 64, 1.f, 1.f,
+                              QuantType::kFp8E4M3, nullptr, nullptr),
+               Error);
+  EXPECT_THROW(AttentionQuant(DType::kF16, nullptr, nullptr, 1, 8, 2, 64, 1.f, 0.f,
+                              QuantType::kFp8E4M3, nullptr, nullptr),
+               Error);
+}
+
+// Code distance between two 8-bit values in the type's order (E4M3: sign-magnitude codes).
+int CodeDistance(uint8_t a, uint8_t b, QuantType q) {
+  if (q == QuantType::kInt8) return std::abs(int(int8_t(a)) - int(int8_t(b)));
+  auto ord = [](uint8_t v) { return (v & 0x80) ? -int(v & 0x7F) : int(v & 0x7F); };
+  return std::abs(ord(a) - ord(b));
+}
+
+TEST(CudaFp8PerTensor, AttentionQuantEqualsAttentionThenQuantise) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(test::Seed() + 72);
+  for (QuantType q : {QuantType::kFp8E4M3, QuantType::kInt8}) {
+    for (DType t : {DType::kF16, DType::kBF16}) {
+      for (int D : {32, 64, 128}) {
+        for (int batch : {1, 9}) {
+          const int heads = D == 64 ? 12 : 4, H = heads * D;
+          const int max_len = batch == 1 ? 64 : 130;
+          SCOPED_TRACE(std::string(QuantTypeName(q)) + " " + DTypeName(t) + " D=" +
+                       std::to_string(D) + " batch=" + std::to_string(batch));
+          ASSERT_TRUE(AttentionQuantSupported(t, D));
+          const std::vector<int32_t> cu = test::RandomCu(rng, batch, max_len);
+          const int T = cu.back();
+          std::vector<float> qkv = test::RandomVec(rng, size_t(T) * 3 * H, -2.f, 2.f);
+          auto dq = test::Upload(t, qkv);
+          auto dcu = test::UploadRaw(cu);
+          test::DevBuf ctx(size_t(T) * H * DTypeSize(t)), a(size_t(T) * H), b(size_t(T) * H);
+          CUDA_CHECK(cudaMemset(a.get(), 0, a.bytes()));
+          CUDA_CHECK(cudaMemset(b.get(), 0, b.bytes()));
+          const float scale = 1.f / std::sqrt(float(D));
+          const float os = 1.f / QuantMax(q) * (q == QuantType::kInt8 ? 1.f : 2.f);  // |ctx|<=2
+          const int max_seqlen = (max_len + 63) / 64 * 64;  // as the encoder rounds it
+          Attention(t, dq->get(), dcu->as<int32_t>(), batch, max_seqlen, heads, D, scale,
+                    ctx.get(), nullptr);
+          QuantizeActivations(t, ctx.get(), int64_t(T) * H, os, q, a.get(), nullptr);
+          AttentionQuant(t, dq->get(), dcu->as<int32_t>(), batch, max_seqlen, heads, D, scale, os,
+                         q, b.get(), nullptr);
+          CUDA_CHECK(cudaDeviceSynchronize());
+          std::vector<uint8_t> ha(a.bytes()), hb(b.bytes());
+          CUDA_CHECK(cudaMemcpy(ha.data(), a.get(), ha.size(), cudaMemcpyDeviceToHost));
+          CUDA_CHECK(cudaMemcpy(hb.data(), b.get(), hb.size(), cudaMemcpyDeviceToHost));
+          int diff = 0, far = 0, nonzero = 0;
+          for (size_t i = 0; i < ha.size(); ++i) {
+            const int d = CodeDistance(ha[i], hb[i], q);
+            diff += d != 0;
+            far += d > 1;
+            nonzero += hb[i] != 0;
+          }
+          EXPECT_EQ(far, 0);
+          EXPECT_LE(diff, int(ha.size() / 1000));
+          EXPECT_GT(nonzero, int(ha.size() / 2));  // the output is really there
+          if (diff) std::printf("  %d of %zu bytes one step apart\n", diff, ha.size());
+        }
+      }
+    }
+  }
+}
+
+EncoderOptions Fp8Options(const std::vector<float>& scales, WeightScaling sc) {
+  EncoderOptions o;
+  o.dtype = DType::kF16;
+  o.max_batch = 32;
+  o.max_seq = 128;
+  o.quant = scales.empty() ? EncoderQuant::kNone : EncoderQuant::kFp8;
+  o.act_scales = scales;
+  o.fp8_weight_scaling = sc;
+  return o;
+}
+
+int Agree(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  int n = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) n += a[i] == b[i];
+  return n;
+}
+
+TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!QuantTypeSupported(QuantType::kFp8E4M3)) GTEST_SKIP() << "no FP8 on this GPU";
+  std::mt19937_64 rng(test::Seed() + 73);
+  EncoderConfig c;  // BERT-base width, 4 layers
+  c.layers = 4;
+  c.vocab = 5000;
+  c.max_pos = 160;
+  const EncoderWeights w = EncoderWeights::Random(c, rng());
+  EXPECT_EQ(EncoderOptions().fp8_weight_scaling, WeightScaling::kPerChannel);  // the default
+  const std::vector<float> amax = CalibrateEncoderAmax(
+      c, w, Fp8Options({}, WeightScaling::kPerTensor), RandomEncoderBatches(c, 4, 16, 128, rng()));
+  const std::vector<float> scales = ScalesFromAmax(amax, EncoderQuant::kFp8);
+  const EncoderBatch b = RandomEncoderBatches(c, 1, 32, 128, rng())[0];
+  const int B = int(b.cu.size()) - 1;
+
+  auto f16 = CudaEncoder::Create(c, w, Fp8Options({}, WeightScaling::kPerTensor));
+  EncoderOutputs o16;
+  f16->CreateContext()->Run(b.ids.data(), b.types.data(), b.cu.data(), B, &o16);
+
+  struct Run {
+    WeightScaling sc;
+    bool fuse_attention;
+    EncoderOutputs out;
+  };
+  Run runs[] = {{WeightScaling::kPerTensor, true, {}},
+                {WeightScaling::kPerTensor, false, {}},
+                {WeightScaling::kPerChannel, true, {}}};
+  for (Run& r : runs) {
+    EncoderOptions o = Fp8Options(scales, r.sc);
+    o.quant_fuse_attention = r.fuse_attention;
+    auto enc = CudaEncoder::Create(c, w, o);
+    auto ctx = enc->CreateContext();
+    ctx->Run(b.ids.data(), b.types.data(), b.cu.data(), B, &r.out);
+    for (const auto& p : enc->QuantPaths(CudaEncoderContext::TokenBucket(b.cu.back(), 32 * 128)))
+      std::printf("  %s%s: %s\n", WeightScalingName(r.sc),
+                  r.fuse_attention ? "" : " (attention unfused)", p.c_str());
+  }
+  const EncoderOutputs& pt = runs[0].out;
+  const EncoderOutputs& pc = runs[2].out;
+  // Attention writing the 8-bit input itself changes no byte of the GEMM inputs (or, at most, a
+  // rare byte by one step: see AttentionQuantEqualsAttentionThenQuantise): same logits.
+  const bool same = pt.intent_logits == runs[1].out.intent_logits &&
+                    pt.slot_logits == runs[1].out.slot_logits;
+  std::printf("attention fused vs unfused: %s\n", same ? "bit-identical" : "not bit-identical");
+  EXPECT_LE(ref::RelErr(pt.intent_logits, runs[1].out.intent_logits), 1e-3);
+  EXPECT_LE(ref::RelErr(pt.slot_logits, runs[1].out.slot_logits), 1e-3);
+
+  const ref::EncoderResult sim = ref::QuantEncoder(c, w, scales, QuantType::kFp8E4M3, true, b.ids,
+                                                   b.types, b.cu, nullptr, true);
+  const double si = ref::RelErr(pt.intent_logits, sim.intent_logits);
+  const double ss = ref::RelErr(pt.slot_logits, sim.slot_logits);
+  const double ei = ref::RelErr(pt.intent_logits, o16.intent_logits);
+  const double es = ref::RelErr(pt.slot_logits, o16.slot_logits);
+  const double ci = ref::RelErr(pc.intent_logits, o16.intent_logits);
+  const double cs = ref::RelErr(pc.slot_logits, o16.slot_logits);
+  const int ia = Agree(pt.intent, o16.intent), sa = Agree(pt.slots, o16.slots);
+  const int ca = Agree(pc.intent, o16.intent), csa = Agree(pc.slots, o16.slots);
+  std::printf("fp8 per tensor vs fp16: intent %.4f slot %.4f, agree %d/%d intents %d/%zu slots; "
+              "per channel vs fp16: %.4f %.4f, agree %d/%d, %d/%zu; per tensor vs simulation: "
+              "%.4f %.4f\n",
+              ei, es, ia, B, sa, o16.slots.size(), ci, cs, ca, B, csa, o16.slots.size(), si, ss);
+  EXPECT_LE(si, 0.08);
+  EXPECT_LE(ss, 0.08);
+  EXPECT_LE(ei, 0.15);
+  EXPECT_LE(es, 0.15);
+  EXPECT_LE(ei, 1.3 * ci + 0.01);
+  EXPECT_LE(es, 1.3 * cs + 0.01);
+  EXPECT_GE(ia, int(0.6 * B));
+  EXPECT_GE(ia, ca - 3);
+  EXPECT_GE(sa, int(0.85 * o16.slots.size()));
+  for (int i = 0; i < B; ++i) {
+    double s = 0;
+    for (int k = 0; k < c.n_intents; ++k) s += pt.intent_probs[size_t(i) * c.n_intents + k];
+    EXPECT_NEAR(s, 1.0, 1e-4);
+  }
+}
+
+}  // namespace
+}  // namespace hotline::engine::cuda
