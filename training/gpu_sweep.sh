@@ -4,7 +4,7 @@
 # that `train.py --encode-only --cache build-train/cache.json.gz` wrote here.
 #   bash training/gpu_sweep.sh OUT_DIR
 # Env: SWEEP (wide: six configurations; focus: three longer runs of the MLM one; v3: four MLM
-#      runs with different regularisation; v4: two MLM runs, 4 and 5 layers; finetune: three runs continuing from INIT),
+#      runs with different regularisation; v4: two MLM runs, 4 and 5 layers; v4ft: two continuations of INIT; finetune: three runs continuing from INIT),
 #      CACHE (build-train/cache.json.gz), BUDGET (seconds per run, 200), EPOCHS (40), PY (python3),
 #      EXTRA (extra train.py arguments for every run, e.g. for a quick local check).
 set -u
@@ -32,6 +32,13 @@ if [ "${SWEEP:-wide}" = finetune ]; then
   run ft_a --init "$INIT" --batch-size 64 --lr 3e-4 --warmup 0.05 --seed 4 &
   run ft_b --init "$INIT" --batch-size 64 --lr 3e-4 --warmup 0.05 --dropout 0.2 --aug-drop 0.3 --aug-filler 0.3 --seed 5 &
   run ft_c --init "$INIT" --batch-size 128 --lr 4e-4 --warmup 0.05 --seed 6 &
+elif [ "${SWEEP:-wide}" = v4ft ]; then
+  # Continue v4's selected run (INIT) at lower learning rates: its schedule ended after the 10
+  # epochs its time budget allowed.
+  : "${INIT:?SWEEP=v4ft needs INIT=RUN_DIR}"
+  AUG="--aug-swap 0.5 --aug-drop 0.3 --aug-filler 0.3 --dropout 0.15 --warmup 0.05"
+  run v4ft_a --init "$INIT" --layers 5 --batch-size 64 --lr 2e-4 $AUG --seed 31 &
+  run v4ft_b --init "$INIT" --layers 5 --batch-size 64 --lr 1e-4 $AUG --seed 32 &
 elif [ "${SWEEP:-wide}" = v4 ]; then
   # Two runs alone on the GPU (data v4): the v3 recipe (MLM, then fine-tuning with heavier
   # augmentation) at 4 layers, and the same at 5 layers (24.6 MB of weights, under the 25 MB cap).
