@@ -301,7 +301,13 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
   const cudaDataType_t acc_t = int8 ? CUDA_R_32I : CUDA_R_32F;
   const cudaDataType_t cd_t = fused ? OutType(out_) : acc_t;
   const cudaDataType_t d_t = q_out ? CUDA_R_8F_E4M3 : cd_t;
-  auto ok = [](cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS; };
+  // Why a path is refused (kept for path(): which step failed and cuBLASLt's first bad status).
+  const char* stage = "descriptor";
+  int first_bad = CUBLAS_STATUS_SUCCESS;
+  auto ok = [&first_bad](cublasStatus_t st) {
+    if (st != CUBLAS_STATUS_SUCCESS && first_bad == CUBLAS_STATUS_SUCCESS) first_bad = int(st);
+    return st == CUBLAS_STATUS_SUCCESS;
+  };
   bool good = ok(cublasLtMatmulDescCreate(&p->desc, int8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F,
                                           int8 ? CUDA_R_32I : CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -355,6 +361,7 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                                                sizeof(bias_)));
     }
   }
+  if (good) stage = "matrix layouts";
   good = good && ok(cublasLtMatrixLayoutCreate(&p->a, in_t, K_, N_, K_)) &&
          ok(cublasLtMatrixLayoutCreate(&p->b, in_t, K_, M, K_)) &&
          ok(cublasLtMatrixLayoutCreate(&p->c, cd_t, N_, M, N_)) &&
@@ -368,6 +375,7 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                                            sizeof(wsb));
       cublasLtMatmulHeuristicResult_t res[16];
       int n = 0;
+      stage = "algorithm heuristic";
       good = ok(cublasLtMatmulAlgoGetHeuristic(ws.handle(), p->desc, p->a, p->b, p->c, p->d, pref,
                                                16, res, &n)) &&
              n > 0;
@@ -419,6 +427,7 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
             }
             p->ms = best;
             if (best < 0) {
+              stage = "every offered algorithm failed to run";
               good = false;
               p->algo = keep;
             }
@@ -437,7 +446,15 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
   p->fused = fused;
   p->beta_one = beta_one;
   p->q_out = q_out;
-  if (!good) Destroy(p);
+  if (!good) {
+    Destroy(p);
+    if (!refusal_.empty()) refusal_ += "; ";
+    refusal_ += std::string(fused ? (q_out ? "fused e4m3-out" : "fused") : "scratch") +
+               " path refused at " + stage +
+               (first_bad != CUBLAS_STATUS_SUCCESS ? " (cublas status " +
+                                                         std::to_string(first_bad) + ")"
+                                                   : std::string(" (no algorithm)"));
+  }
   return good;
 }
 
@@ -456,6 +473,7 @@ void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t
                       (epilogue_ == GemmEpilogue::kNone || epilogue_ == GemmEpilogue::kBias ||
                        (epilogue_ == GemmEpilogue::kBiasGeluTanh && !with_residual));
   bool done = false;
+  refusal_.clear();
   if (q_ == QuantType::kFp8E4M3 && act_ok && y_scale_inv_ && !with_residual)
     done = TryPrepare(M, true, false, true, ws, &p);
   if (!done && q_ == QuantType::kFp8E4M3 && act_ok)
@@ -466,6 +484,7 @@ void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t
                 std::to_string(M) + " K=" + std::to_string(K_) + " N=" + std::to_string(N_) +
                 " on this GPU", Code::kUnimplemented);
   }
+  p.refused = refusal_;  // the attempts before the path taken, for path()
   prepared_[{M, with_residual}] = p;
 }
 
@@ -521,10 +540,12 @@ std::string QuantGemm::path(int M) const {
       return std::string(QuantTypeName(q_)) +
              (scaling_ == WeightScaling::kPerTensor ? " cublasLt per-tensor scales"
                                                     : " cublasLt outer-vector scales") +
-             (fast_accum_ ? ", fast accum" : "") + (p.q_out ? ", e4m3 output" : "") + tail;
+             (fast_accum_ ? ", fast accum" : "") + (p.q_out ? ", e4m3 output" : "") + tail +
+             (p.refused.empty() ? std::string() : " [" + p.refused + "]");
     return std::string(QuantTypeName(q_)) +
            (q_ == QuantType::kInt8 ? " imma int32 + dequant epilogue"
-                                   : " fp32 acc + dequant epilogue") + tail;
+                                   : " fp32 acc + dequant epilogue") + tail +
+           (p.refused.empty() ? std::string() : " [" + p.refused + "]");
   }
   return "(not prepared)";
 }

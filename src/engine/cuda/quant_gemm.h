@@ -109,11 +109,13 @@ class QuantGemm {
     cublasLtMatmulAlgo_t algo;
     float ms = -1.f;  // timed device time of the chosen algorithm (-1: taken from the cache)
     int candidates = 0;
+    std::string refused;  // why a preferred (fused) path was refused before this one, if so
   };
   bool TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws, Prepared* p);
   static void Destroy(Prepared* p);
   void FreeDevice();  // every device buffer this GEMM owns (constructor failure, destructor)
 
+  std::string refusal_;  // the last TryPrepare's refusal (under mu_, during Prepare)
   int K_, N_;
   GemmEpilogue epilogue_;
   QuantType q_;
