@@ -18,7 +18,8 @@ namespace {
 
 struct Features {
   bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512vl = false,
-       avx512dq = false, avx512_bf16 = false, avx512_vnni = false, amx_int8 = false;
+       avx512dq = false, avx512_bf16 = false, avx512_vnni = false, amx_int8 = false,
+       amx_bf16 = false;
 };
 
 uint64_t Xgetbv0() {
@@ -49,6 +50,8 @@ Features Probe() {
   // AMX: AMX-TILE (edx 24) and AMX-INT8 (edx 25), with the OS managing XTILECFG and XTILEDATA
   // (XCR0 bits 17, 18).
   f.amx_int8 = os_zmm && ((d >> 24) & 1) && ((d >> 25) & 1) && ((xcr0 >> 17) & 3) == 3;
+  // AMX-BF16: edx bit 22, with AMX-TILE and the same OS-managed tile state.
+  f.amx_bf16 = os_zmm && ((d >> 24) & 1) && ((d >> 22) & 1) && ((xcr0 >> 17) & 3) == 3;
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = os_zmm && ((a >> 5) & 1);
   return f;
@@ -139,12 +142,12 @@ bool OmpWakeIsSlow() {
   return slow;
 }
 
-bool CpuHasAmxInt8() {
-  // Linux hands out the 8 KB tile state only to processes that ask (ARCH_REQ_XCOMP_PERM for
-  // XFEATURE_XTILEDATA); without the grant the first tile instruction kills the process. Asked
-  // once per process; a refusal (old kernel, seccomp) means no AMX, never a crash.
+namespace {
+// Linux hands out the 8 KB tile state only to processes that ask (ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA); without the grant the first tile instruction kills the process. Asked
+// once per process; a refusal (old kernel, seccomp) means no AMX, never a crash.
+bool AmxPermitted() {
   static const bool ok = [] {
-    if (!Cpu().amx_int8 || !CpuHasVnni()) return false;
 #if defined(__linux__) && defined(SYS_arch_prctl)
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
@@ -152,6 +155,18 @@ bool CpuHasAmxInt8() {
     return false;
 #endif
   }();
+  return ok;
+}
+}  // namespace
+
+bool CpuHasAmxInt8() {
+  static const bool ok = Cpu().amx_int8 && CpuHasVnni() && AmxPermitted();
+  return ok;
+}
+
+bool CpuHasAmxBf16() {
+  // The AMX-BF16 GEMM's epilogue and activation rounding use AVX-512 (+BF16).
+  static const bool ok = Cpu().amx_bf16 && CpuHasBf16() && AmxPermitted();
   return ok;
 }
 

@@ -6,6 +6,8 @@
 //   3 packed_f32   our micro-kernels over 16-column weight panels (AVX-512 / AVX2 / scalar)
 //   4 packed_bf16  same with bf16 weight pairs: vdpbf16ps with AVX512-BF16, else widened to fp32
 //                  in registers (weights stay bf16 in memory: half the bytes)
+//   9 packed_amx_bf16  packed_bf16's panels (K padded to 32) on AMX tiles (tdpbf16ps;
+//                  gemm_bf16_amx.cc), offered only where CpuHasAmxBf16()
 //
 // Thread-safety: Run is const and may be called concurrently from several threads on different
 // output buffers. Per-thread state (bf16 activation copies, oneDNN streams and scratchpads) lives
@@ -23,13 +25,25 @@
 
 #include "base/error.h"
 #include "engine/cpu/cpu_isa.h"
+#include "engine/cpu/gemm_bf16_internal.h"
 #include "engine/cpu/kernels.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace hotline::engine::cpu {
 namespace {
 
-enum Tactic : int { kAuto = 0, kOnednnF32 = 1, kOnednnBf16 = 2, kPackedF32 = 3, kPackedBf16 = 4 };
+enum Tactic : int {
+  kAuto = 0,
+  kOnednnF32 = 1,
+  kOnednnBf16 = 2,
+  kPackedF32 = 3,
+  kPackedBf16 = 4,
+  kPackedAmxBf16 = 9  // 5..8 are GemmS8's (gemm_s8_cpu.cc)
+};
+
+// Single-thread multiply-adds per microsecond of packed_amx_bf16 (for ParallelWorth): half of
+// packed_amx's INT8 rate (gemm_s8_cpu.cc), as tdpbf16ps does half of tdpbusd's work per tile.
+constexpr double kAmxBf16MacsPerUs = 3e5;
 
 template <typename T>
 struct AlignedDeleter {
@@ -95,6 +109,7 @@ struct Gemm::Impl {
   // packed tactics
   int panels = 0;
   size_t panel_stride = 0;  // elements per panel
+  int kpad = 0;             // packed_amx_bf16: K rounded up to a multiple of 32
   Aligned<float> wf;
   Aligned<uint16_t> wb;
 
@@ -105,9 +120,10 @@ struct Gemm::Impl {
   size_t scratch_bytes[2] = {0, 0};
 
   void PackF32(const float* w);
-  void PackBf16(const float* w);
+  void PackBf16(const float* w, int k_multiple);
   void InitOnednn(const float* w);
   void RunPacked(const float* x, int M, float* y, const float* residual) const;
+  void RunAmxBf16(const float* x, int M, float* y, const float* residual) const;
   void RunOnednn(const float* x, int M, float* y, const float* residual) const;
 };
 
@@ -125,9 +141,11 @@ void Gemm::Impl::PackF32(const float* w) {
   }
 }
 
-void Gemm::Impl::PackBf16(const float* w) {
+// k_multiple: K is zero-padded to a multiple of it (2 for packed_bf16, 32 for AMX tiles).
+void Gemm::Impl::PackBf16(const float* w, int k_multiple) {
   panels = (N + kPanel - 1) / kPanel;
-  const int kp = (K + 1) / 2;
+  kpad = (K + k_multiple - 1) / k_multiple * k_multiple;
+  const int kp = kpad / 2;
   panel_stride = static_cast<size_t>(kp) * 2 * kPanel;
   wb = AllocAligned<uint16_t>(panel_stride * panels);
   const KernelTable& kt = ScalarKernels();  // rounding is the same on every ISA
@@ -281,6 +299,88 @@ void Gemm::Impl::RunPacked(const float* x, int M, float* y, const float* residua
   }
 }
 
+void Gemm::Impl::RunAmxBf16(const float* x, int M, float* y, const float* residual) const {
+  const KernelTable& kt = Kernels();
+  // bf16 activations: rows of kpad values (zero tail), whole 16-row tiles (zero rows).
+  const int mrows = (M + 15) / 16 * 16;
+  thread_local ThreadBuffer buf;
+  uint16_t* xb = static_cast<uint16_t*>(buf.Get(sizeof(uint16_t) * size_t(kpad) * mrows));
+  Bf16AmxJob j{};
+  j.x = xb;
+  j.kpad = kpad;
+  j.w = wb.get();
+  j.bias = bias.empty() ? nullptr : bias.data();
+  j.epilogue = epilogue;
+  j.res = residual;
+  j.y = y;
+  j.N = N;
+  // Jobs: chunks of 64 rows x chunks of panels of at most ~256 KB (they stay in L2 while the
+  // chunk's row tiles pass over them). A GEMM too small to pay for waking a thread runs inline
+  // (ParallelWorth).
+  constexpr int kRowChunk = 64;
+  const int mchunks = (M + kRowChunk - 1) / kRowChunk;
+  const int threads = omp_get_max_threads();
+  const double macs = double(M) * K * N;
+  int pchunk = std::max(1, std::min(panels, int((size_t{256} << 10) / (panel_stride * 2))));
+  if (pchunk > 1) pchunk &= ~1;  // whole 2-panel blocks
+  const bool parallel = threads > 1 && ParallelWorth(macs / kAmxBf16MacsPerUs);
+  auto round_rows = [&](int m0, int m1) {  // rows m0..m1 of the bf16 copy, padding included
+    for (int m = m0; m < m1; ++m) {
+      uint16_t* row = xb + size_t(m) * kpad;
+      if (m < M) {
+        kt.to_bf16(x + size_t(m) * K, K, row);
+        if (kpad > K) std::memset(row + K, 0, sizeof(uint16_t) * (kpad - K));
+      } else {
+        std::memset(row, 0, sizeof(uint16_t) * kpad);
+      }
+    }
+  };
+  if (parallel && mchunks >= 2 * threads) {
+    // Enough row chunks for every thread: each takes whole row chunks, rounds its own rows and
+    // runs them over all panels (in the L2-sized panel chunks), with no barrier in between.
+    const int l2_chunks = (panels + pchunk - 1) / pchunk;
+#pragma omp parallel for schedule(static)
+    for (int mc = 0; mc < mchunks; ++mc) {
+      const int m0 = mc * kRowChunk;
+      round_rows(m0, std::min(mrows, m0 + kRowChunk));
+      for (int pc = 0; pc < l2_chunks; ++pc) {
+        Bf16AmxJob t = j;
+        t.p0 = pc * pchunk;
+        t.p1 = std::min(panels, t.p0 + pchunk);
+        t.m0 = m0;
+        t.m1 = std::min(M, m0 + kRowChunk);
+        GemmBf16JobAmx(t);
+      }
+    }
+    return;
+  }
+  if (parallel) {
+    while (pchunk > 1 && mchunks * ((panels + pchunk - 1) / pchunk) < 4 * threads) {
+      pchunk = (pchunk + 1) / 2;
+      if (pchunk > 2) pchunk = (pchunk + 1) & ~1;
+    }
+  }
+  const int pchunks = (panels + pchunk - 1) / pchunk;
+  const int jobs = mchunks * pchunks;
+  // Few row chunks: the threads split the panels, so every thread needs every row: one region
+  // rounds the rows, then (after its barrier) runs the jobs.
+#pragma omp parallel if (parallel && jobs > 1)
+  {
+#pragma omp for schedule(static)
+    for (int m = 0; m < mrows; ++m) round_rows(m, m + 1);
+#pragma omp for schedule(static)
+    for (int job = 0; job < jobs; ++job) {
+      Bf16AmxJob t = j;
+      const int pc = job / mchunks, mc = job % mchunks;  // panel chunks outermost
+      t.p0 = pc * pchunk;
+      t.p1 = std::min(panels, t.p0 + pchunk);
+      t.m0 = mc * kRowChunk;
+      t.m1 = std::min(M, t.m0 + kRowChunk);
+      GemmBf16JobAmx(t);
+    }
+  }
+}
+
 void Gemm::Impl::RunOnednn(const float* x, int M, float* y, const float* residual) const {
   using dnnl::memory;
   const bool bf16 = tactic == kOnednnBf16;
@@ -325,7 +425,15 @@ Gemm::Gemm(const float* weight_kn, int K, int N, const float* bias, Epilogue epi
   if (weight_kn == nullptr) throw Error("Gemm: weights are null");
   const bool bf16 = precision == GemmPrecision::kBF16;
   if (tactic == kAuto) {
-    tactic = bf16 ? (CpuHasBf16() && OnednnBf16Usable() ? kOnednnBf16 : kPackedBf16) : kOnednnF32;
+    // bf16: AMX tiles where the CPU has them (measured 2-14x onednn_bf16 on Sapphire Rapids,
+    // bench/RESULTS.md 2026-12-02), else oneDNN with AVX512-BF16, else our packed kernels.
+    if (!bf16) {
+      tactic = kOnednnF32;
+    } else if (CpuHasAmxBf16()) {
+      tactic = kPackedAmxBf16;
+    } else {
+      tactic = CpuHasBf16() && OnednnBf16Usable() ? kOnednnBf16 : kPackedBf16;
+    }
   }
   const std::vector<int> ok = Tactics(precision);
   bool found = false;
@@ -347,7 +455,8 @@ Gemm::Gemm(const float* weight_kn, int K, int N, const float* bias, Epilogue epi
   if (bias != nullptr) d.bias.assign(bias, bias + N);
   switch (tactic) {
     case kPackedF32: d.PackF32(weight_kn); break;
-    case kPackedBf16: d.PackBf16(weight_kn); break;
+    case kPackedBf16: d.PackBf16(weight_kn, 2); break;
+    case kPackedAmxBf16: d.PackBf16(weight_kn, 32); break;
     default: d.InitOnednn(weight_kn); break;
   }
 }
@@ -360,6 +469,8 @@ void Gemm::Run(const float* x, int M, float* y, const float* residual) const {
   if (x == nullptr || y == nullptr) throw Error("Gemm::Run: null input or output");
   if (impl_->tactic == kPackedF32 || impl_->tactic == kPackedBf16) {
     impl_->RunPacked(x, M, y, residual);
+  } else if (impl_->tactic == kPackedAmxBf16) {
+    impl_->RunAmxBf16(x, M, y, residual);
   } else {
     impl_->RunOnednn(x, M, y, residual);
   }
@@ -369,6 +480,7 @@ std::vector<int> Gemm::Tactics(GemmPrecision precision) {
   if (precision == GemmPrecision::kFP32) return {kOnednnF32, kPackedF32};
   std::vector<int> t = {kPackedBf16};
   if (OnednnBf16Usable()) t.push_back(kOnednnBf16);
+  if (CpuHasAmxBf16()) t.push_back(kPackedAmxBf16);
   return t;
 }
 
@@ -383,6 +495,7 @@ const char* Gemm::TacticName(int tactic) {
     case 6: return "packed_s8";  // GemmS8's AVX2 kernel (gemm_s8_avx2.cc)
     case 7: return "packed_vnni";  // GemmS8's AVX512-VNNI kernel (gemm_s8_vnni.cc)
     case 8: return "packed_amx";   // GemmS8's AMX-INT8 kernel (gemm_s8_amx.cc)
+    case kPackedAmxBf16: return "packed_amx_bf16";
     default: break;
   }
   return "unknown";

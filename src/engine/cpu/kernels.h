@@ -21,6 +21,8 @@ bool CpuHasAvx512();
 bool CpuHasVnni();
 // AMX-TILE + AMX-INT8 with the OS's permission for this process (asked for on the first call).
 bool CpuHasAmxInt8();
+// AMX-TILE + AMX-BF16 (and AVX512-BF16) with the same permission.
+bool CpuHasAmxBf16();
 std::string CpuIsaString();  // e.g. "avx512_core_bf16" for plan fingerprints
 
 // Y[M,N] = X[M,K] · W[K,N] + bias[N], then epilogue; optionally + residual[M,N] (added after the
