@@ -30,6 +30,15 @@ void DispatchDType(DType dtype, F&& f) {
   }
 }
 
+// Our GEMM epilogues' activation by code (EpilogueActCode, gemm.h): 0 none, 1 erf GELU,
+// 2 tanh GELU, 3 tanh.
+__device__ __forceinline__ float ApplyAct(float v, int act) {
+  if (act == 1) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+  if (act == 2) v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  if (act == 3) v = tanhf(v);
+  return v;
+}
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -13,11 +13,28 @@
 #include "engine/cuda/small_gemm.h"
 
 namespace hotline::engine::cuda {
-namespace {
 
 cudaDataType_t CudaType(DType t) {
   return t == DType::kF32 ? CUDA_R_32F : t == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
 }
+
+int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  int v = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return v;
+}
+
+int EpilogueActCode(GemmEpilogue e) {
+  return e == GemmEpilogue::kBiasGelu       ? 1
+         : e == GemmEpilogue::kBiasGeluTanh ? 2
+         : e == GemmEpilogue::kBiasTanh     ? 3
+                                            : 0;
+}
+
+namespace {
 
 // Device buffer freed on scope exit (tuning scratch and construction temporaries only).
 struct DeviceBuffer {
@@ -29,15 +46,6 @@ struct DeviceBuffer {
 bool PostActivation(GemmEpilogue e) {
   return e == GemmEpilogue::kBiasGelu || e == GemmEpilogue::kBiasTanh ||
          e == GemmEpilogue::kBiasGeluTanh;
-}
-
-int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
-  int v = 0;
-  size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
-      CUBLAS_STATUS_SUCCESS)
-    return -1;
-  return v;
 }
 
 std::string Describe(const cublasLtMatmulAlgo_t& algo) {

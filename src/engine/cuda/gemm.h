@@ -34,6 +34,12 @@ enum class GemmEpilogue {
   kBiasTanh,      // bias epilogue, then tanh (BERT's pooler)
 };
 const char* GemmEpilogueName(GemmEpilogue e);
+// The activation of an epilogue as our epilogue kernels take it (ApplyAct, device_util.cuh):
+// 0 none, 1 erf GELU, 2 tanh GELU, 3 tanh.
+int EpilogueActCode(GemmEpilogue e);
+// cuBLASLt's data type for a DType; one config attribute of an algorithm (-1 if unreadable).
+cudaDataType_t CudaType(DType t);
+int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr);
 
 // Mean device time (ms) of one `enqueue` (which launches work on the stream it is given and
 // returns false if it could not): `iters` back-to-back copies are captured into a CUDA graph on a

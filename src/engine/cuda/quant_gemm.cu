@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.h"
@@ -65,23 +66,10 @@ __global__ void DequantEpilogueKernel(const AccT* __restrict__ acc, int M, int N
     const int n = int(i % N);
     float v = float(acc[i]) * scale[n];
     if (bias) v += bias[n];
-    if (act == 1) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    if (act == 2) v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    if (act == 3) v = tanhf(v);
+    v = ApplyAct(v, act);
     if (residual) v += ToF(residual[i]);
     y[i] = FromF<OutT>(v);
   }
-}
-
-int ActCode(GemmEpilogue e) {
-  return e == GemmEpilogue::kBiasGelu       ? 1
-         : e == GemmEpilogue::kBiasGeluTanh ? 2
-         : e == GemmEpilogue::kBiasTanh     ? 3
-                                            : 0;
-}
-
-cudaDataType_t OutType(DType t) {
-  return t == DType::kF32 ? CUDA_R_32F : t == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
 }
 
 // Host quantisation of one value (same rounding as the device: nearest-even / E4M3 satfinite).
@@ -119,14 +107,6 @@ std::string TuneKey(QuantType q, DType out, GemmEpilogue e, int M, int N, int K,
          (fast_accum ? "|fast accum" : "");
 }
 
-int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
-  int v = 0;
-  size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
-      CUBLAS_STATUS_SUCCESS)
-    return -1;
-  return v;
-}
 
 
 }  // namespace
@@ -295,11 +275,11 @@ size_t QuantGemm::weight_bytes() const {
 }
 
 bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws,
-                           Prepared* p) {
+                           Prepared* p, std::string* why) {
   const bool int8 = q_ == QuantType::kInt8;
   const cudaDataType_t in_t = int8 ? CUDA_R_8I : CUDA_R_8F_E4M3;
   const cudaDataType_t acc_t = int8 ? CUDA_R_32I : CUDA_R_32F;
-  const cudaDataType_t cd_t = fused ? OutType(out_) : acc_t;
+  const cudaDataType_t cd_t = fused ? CudaType(out_) : acc_t;
   const cudaDataType_t d_t = q_out ? CUDA_R_8F_E4M3 : cd_t;
   // Why a path is refused (kept for path(): which step failed and cuBLASLt's first bad status).
   const char* stage = "descriptor";
@@ -345,7 +325,7 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                                                sizeof(fa)));
     }
     if (good && q_out) {  // D in E4M3: D = epilogue(...) * (1 / y_scale), saturating
-      const int32_t bias_t = OutType(out_);
+      const int32_t bias_t = CudaType(out_);
       good = ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER,
                                                &y_scale_inv_, sizeof(y_scale_inv_))) &&
              ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
@@ -448,8 +428,8 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
   p->q_out = q_out;
   if (!good) {
     Destroy(p);
-    if (!refusal_.empty()) refusal_ += "; ";
-    refusal_ += std::string(fused ? (q_out ? "fused e4m3-out" : "fused") : "scratch") +
+    if (!why->empty()) *why += "; ";
+    *why += std::string(fused ? (q_out ? "fused e4m3-out" : "fused") : "scratch") +
                " path refused at " + stage +
                (first_bad != CUBLAS_STATUS_SUCCESS ? " (cublas status " +
                                                          std::to_string(first_bad) + ")"
@@ -473,18 +453,18 @@ void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t
                       (epilogue_ == GemmEpilogue::kNone || epilogue_ == GemmEpilogue::kBias ||
                        (epilogue_ == GemmEpilogue::kBiasGeluTanh && !with_residual));
   bool done = false;
-  refusal_.clear();
+  std::string refused;  // why the preferred paths were refused (TryPrepare resets p on refusal)
   if (q_ == QuantType::kFp8E4M3 && act_ok && y_scale_inv_ && !with_residual)
-    done = TryPrepare(M, true, false, true, ws, &p);
+    done = TryPrepare(M, true, false, true, ws, &p, &refused);
   if (!done && q_ == QuantType::kFp8E4M3 && act_ok)
-    done = TryPrepare(M, true, with_residual, false, ws, &p);
-  if (!done) done = TryPrepare(M, false, false, false, ws, &p);
+    done = TryPrepare(M, true, with_residual, false, ws, &p, &refused);
+  if (!done) done = TryPrepare(M, false, false, false, ws, &p, &refused);
   if (!done) {
     throw Error(std::string("cuBLASLt offers no ") + QuantTypeName(q_) + " GEMM for M=" +
                 std::to_string(M) + " K=" + std::to_string(K_) + " N=" + std::to_string(N_) +
-                " on this GPU", Code::kUnimplemented);
+                " on this GPU: " + refused, Code::kUnimplemented);
   }
-  p.refused = refusal_;  // the attempts before the path taken, for path()
+  p.refused = std::move(refused);
   prepared_[{M, with_residual}] = p;
 }
 
@@ -583,7 +563,7 @@ void QuantGemm::Run(const void* xq, int M, void* y, const void* residual, void* 
     CUBLAS_CHECK(cublasLtMatmul(ws.handle(), p.desc, &alpha, w_, p.a, xq, p.b, &beta, acc, p.c,
                                 acc, p.d, &p.algo, ws.workspace(), ws.workspace_bytes(), s));
   }
-  const int act = ActCode(epilogue_);
+  const int act = EpilogueActCode(epilogue_);
   const int64_t total = int64_t(M) * N_;
   DispatchDType(out_, [&](auto tag) {
     using T = decltype(tag);

@@ -111,11 +111,12 @@ class QuantGemm {
     int candidates = 0;
     std::string refused;  // why a preferred (fused) path was refused before this one, if so
   };
-  bool TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws, Prepared* p);
+  // On refusal, appends why (the step and cuBLASLt's status) to *why.
+  bool TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws, Prepared* p,
+                  std::string* why);
   static void Destroy(Prepared* p);
   void FreeDevice();  // every device buffer this GEMM owns (constructor failure, destructor)
 
-  std::string refusal_;  // the last TryPrepare's refusal (under mu_, during Prepare)
   int K_, N_;
   GemmEpilogue epilogue_;
   QuantType q_;

@@ -19,13 +19,6 @@ using namespace nvcuda;
 constexpr int kTile = 64;       // rows of x (padded), output columns and k per step
 constexpr int kLd = kTile + 8;  // shared-memory row stride (elements)
 
-__device__ __forceinline__ float ApplyAct(float v, int act) {
-  if (act == 1) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-  if (act == 2) v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-  if (act == 3) v = tanhf(v);
-  return v;
-}
-
 // The fused reduction (see small_gemm.h): every block publishes its partial sums and counts in
 // on its tile's counter (the threadFenceReduction pattern); the last one sums the splits in fixed
 // order with the epilogue and resets the counter. Called by all threads of the block.
@@ -221,10 +214,7 @@ void SmallGemm(DType dtype, const void* x, int M, int K, const void* w, int ldn,
                 std::to_string(K) + " N=" + std::to_string(ldn) + " splits=" +
                 std::to_string(splits) + " " + DTypeName(dtype), Code::kUnimplemented);
   }
-  const int act = epilogue == GemmEpilogue::kBiasGelu       ? 1
-                  : epilogue == GemmEpilogue::kBiasGeluTanh ? 2
-                  : epilogue == GemmEpilogue::kBiasTanh     ? 3
-                                                            : 0;
+  const int act = EpilogueActCode(epilogue);
   float* partial = static_cast<float*>(workspace);
   const dim3 grid(ldn / kTile, splits);
   const int64_t n = int64_t(M) * ldn;
@@ -273,10 +263,7 @@ void SmallGemmAsync(DType dtype, const void* x, int M, int K, const void* w, int
                 std::to_string(K) + " N=" + std::to_string(ldn) + " kslice=" +
                 std::to_string(kslice) + " " + DTypeName(dtype), Code::kUnimplemented);
   }
-  const int act = epilogue == GemmEpilogue::kBiasGelu       ? 1
-                  : epilogue == GemmEpilogue::kBiasGeluTanh ? 2
-                  : epilogue == GemmEpilogue::kBiasTanh     ? 3
-                                                            : 0;
+  const int act = EpilogueActCode(epilogue);
   const dim3 grid(ldn / kTile, K / kslice);
   const size_t smem = SmallGemmAsyncSmemBytes(dtype, kslice);
   DispatchDType(dtype, [&](auto tag) {

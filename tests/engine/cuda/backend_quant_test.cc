@@ -24,16 +24,6 @@
 namespace hotline::engine {
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    std::printf("*** NO CUDA DEVICE: fp8 plan tests SKIPPED (run them on a GPU) ***\n");
-    return false;
-  }
-  return true;
-}
-
 std::string Fixture(const std::string& name) {
   const char* env = std::getenv("HOTLINE_SOURCE_DIR");  // the GPU machine's checkout
   return std::string(env ? env : HOTLINE_SOURCE_DIR) + "/tests/fixtures/engine/" + name;
@@ -75,7 +65,7 @@ double Worst(Engine& ref, Engine& got, uint64_t seed, int n, std::vector<float>*
 }
 
 TEST(CudaBackendQuant, Fp8PlanRecordsItsScalesAndStaysWithinQuantisationError) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: fp8 plans not tested";
+  if (!cuda::test::HaveGpu("fp8 plan")) GTEST_SKIP() << "no CUDA device: fp8 plans not tested";
   const std::string plan = "/tmp/hotline_cuda_backend_quant_test_" + std::to_string(::getpid()) +
                            "_fp8.plan";
   const BuildOptions o = Opts(BackendKind::kCUDA, Precision::kFP8);
@@ -132,7 +122,7 @@ TEST(CudaBackendQuant, Fp8PlanRecordsItsScalesAndStaysWithinQuantisationError) {
 }
 
 TEST(CudaBackendQuant, Int8PlansOnCudaAreRefusedNamingFp8) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: fp8 plans not tested";
+  if (!cuda::test::HaveGpu("fp8 plan")) GTEST_SKIP() << "no CUDA device: fp8 plans not tested";
   try {
     Engine::BuildFromOnnx(Fixture("tiny_op17.onnx"), Opts(BackendKind::kCUDA, Precision::kINT8));
     FAIL() << "expected a throw";

@@ -32,16 +32,6 @@
 namespace hotline::engine::cuda {
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    std::printf("*** NO CUDA DEVICE: quantised encoder tests SKIPPED (run them on a GPU) ***\n");
-    return false;
-  }
-  return true;
-}
-
 EncoderConfig TestConfig() {
   EncoderConfig c;  // BERT-base width: hidden 768, 12 heads, FFN 3072
   c.layers = 4;
@@ -77,7 +67,7 @@ int Agree(const std::vector<int32_t>& a, const std::vector<int>& b) {
 }
 
 TEST(CudaQuantEncoder, Fp8AndInt8MatchFp32WithinQuantisationError) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  if (!test::HaveGpu("quantised encoder")) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
   std::mt19937_64 rng(test::Seed() + 41);
   const EncoderConfig c = TestConfig();
   const EncoderWeights w = EncoderWeights::Random(c, rng());
@@ -192,7 +182,7 @@ TEST(CudaQuantEncoder, Fp8AndInt8MatchFp32WithinQuantisationError) {
 // value, ~3.6% RMS) of the FP32 result of the same quantised inputs; elsewhere the output is the
 // usual FP16 one.
 TEST(CudaQuantEncoder, Fp8GemmWritesE4m3OutputWithinItsRounding) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  if (!test::HaveGpu("quantised encoder")) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
   if (!QuantTypeSupported(QuantType::kFp8E4M3)) GTEST_SKIP() << "no FP8 on this GPU";
   std::mt19937_64 rng(test::Seed() + 43);
   const int M = 200, K = 256, N = 512;
@@ -245,7 +235,7 @@ TEST(CudaQuantEncoder, Fp8GemmWritesE4m3OutputWithinItsRounding) {
 // LayerNorm + quantise in one pass: the stored x against the CPU LayerNorm (dtype tolerance),
 // and every byte equal to quantising the stored x on the host (same division, same rounding).
 TEST(CudaQuantEncoder, LayerNormQuantMatchesLayerNormThenQuantise) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  if (!test::HaveGpu("quantised encoder")) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
   std::mt19937_64 rng(test::Seed() + 44);
   for (QuantType q : {QuantType::kInt8, QuantType::kFp8E4M3}) {
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
@@ -291,7 +281,7 @@ TEST(CudaQuantEncoder, LayerNormQuantMatchesLayerNormThenQuantise) {
 }
 
 TEST(CudaQuantEncoder, Int8RowChunksAreBitIdenticalAndBadScalesAreRefused) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  if (!test::HaveGpu("quantised encoder")) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
   std::mt19937_64 rng(test::Seed() + 42);
   EncoderConfig c;
   c.layers = 2; c.hidden = 256; c.heads = 4; c.intermediate = 1024; c.vocab = 3000;

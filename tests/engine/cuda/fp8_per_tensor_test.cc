@@ -38,16 +38,6 @@
 namespace hotline::engine::cuda {
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    std::printf("*** NO CUDA DEVICE: fp8 per-tensor tests SKIPPED (run them on a GPU) ***\n");
-    return false;
-  }
-  return true;
-}
-
 int DeviceSm() {
   int dev = 0, major = 0, minor = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
@@ -93,7 +83,7 @@ std::vector<float> RefGemm(const std::vector<float>& x, const std::vector<float>
 }
 
 TEST(CudaFp8PerTensor, GemmMatchesDequantisedAndFp32References) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveGpu("fp8 per-tensor")) GTEST_SKIP() << "no CUDA device";
   if (!QuantTypeSupported(QuantType::kFp8E4M3)) {
     std::vector<float> w(32 * 32, 0.1f);
     EXPECT_THROW(QuantGemm(w.data(), 32, 32, nullptr, GemmEpilogue::kNone, QuantType::kFp8E4M3,
@@ -216,7 +206,7 @@ TEST(CudaFp8PerTensor, GemmMatchesDequantisedAndFp32References) {
 }
 
 TEST(CudaFp8PerTensor, BadOptionsAreRefused) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveGpu("fp8 per-tensor")) GTEST_SKIP() << "no CUDA device";
   EXPECT_EQ(ParseWeightScaling("per_tensor"), WeightScaling::kPerTensor);
   EXPECT_EQ(ParseWeightScaling("per_channel"), WeightScaling::kPerChannel);
   EXPECT_THROW(ParseWeightScaling("per_row"), Error);
@@ -255,7 +245,7 @@ int CodeDistance(uint8_t a, uint8_t b, QuantType q) {
 }
 
 TEST(CudaFp8PerTensor, AttentionQuantEqualsAttentionThenQuantise) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveGpu("fp8 per-tensor")) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(test::Seed() + 72);
   for (QuantType q : {QuantType::kFp8E4M3, QuantType::kInt8}) {
     for (DType t : {DType::kF16, DType::kBF16}) {
@@ -321,7 +311,7 @@ int Agree(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
 }
 
 TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveGpu("fp8 per-tensor")) GTEST_SKIP() << "no CUDA device";
   if (!QuantTypeSupported(QuantType::kFp8E4M3)) GTEST_SKIP() << "no FP8 on this GPU";
   std::mt19937_64 rng(test::Seed() + 73);
   EncoderConfig c;  // BERT-base width, 4 layers

@@ -111,6 +111,31 @@ struct EncoderResult {
 
 inline int Argmax(const float* v, int n) { return int(std::max_element(v, v + n) - v); }
 
+// The heads over the last hidden states x [T, H] of a packed batch (cu): pooler (dense + tanh)
+// on each sequence's first token when the config has one, intent and slot logits and argmaxes.
+inline EncoderResult Heads(const EncoderConfig& c, const EncoderWeights& w,
+                           const std::vector<float>& x, const std::vector<int32_t>& cu) {
+  const int B = int(cu.size()) - 1, T = cu.back(), H = c.hidden;
+  EncoderResult r;
+  std::vector<float> cls(size_t(B) * H), pooled(size_t(B) * H);
+  for (int s = 0; s < B; ++s) std::copy_n(&x[size_t(cu[s]) * H], H, &cls[size_t(s) * H]);
+  const float* head_in = cls.data();
+  if (c.pooler) {
+    Linear(cls.data(), B, H, w.pooler_w.data(), H, w.pooler_b.data(), pooled.data());
+    for (auto& v : pooled) v = std::tanh(v);
+    head_in = pooled.data();
+  }
+  r.intent_logits.resize(size_t(B) * c.n_intents);
+  Linear(head_in, B, H, w.intent_w.data(), c.n_intents, w.intent_b.data(), r.intent_logits.data());
+  r.slot_logits.resize(size_t(T) * c.n_slots);
+  Linear(x.data(), T, H, w.slot_w.data(), c.n_slots, w.slot_b.data(), r.slot_logits.data());
+  for (int s = 0; s < B; ++s)
+    r.intent.push_back(Argmax(&r.intent_logits[size_t(s) * c.n_intents], c.n_intents));
+  for (int t = 0; t < T; ++t)
+    r.slots.push_back(Argmax(&r.slot_logits[size_t(t) * c.n_slots], c.n_slots));
+  return r;
+}
+
 // The whole joint encoder in FP32/double, erf GELU (or tanh-approximated when gelu_tanh).
 inline EncoderResult Encoder(const EncoderConfig& c, const EncoderWeights& w,
                              const std::vector<int32_t>& ids, const std::vector<int32_t>& types,
@@ -133,25 +158,7 @@ inline EncoderResult Encoder(const EncoderConfig& c, const EncoderWeights& w,
     LayerNorm(tmp.data(), nullptr, x.data(), L.ln2_gamma.data(), L.ln2_beta.data(), c.eps, T, H,
               x.data());
   }
-  EncoderResult r;
-  std::vector<float> cls(size_t(B) * H), pooled(size_t(B) * H);
-  for (int s = 0; s < B; ++s)
-    std::copy_n(&x[size_t(cu[s]) * H], H, &cls[size_t(s) * H]);
-  const float* head_in = cls.data();
-  if (c.pooler) {
-    Linear(cls.data(), B, H, w.pooler_w.data(), H, w.pooler_b.data(), pooled.data());
-    for (auto& v : pooled) v = std::tanh(v);
-    head_in = pooled.data();
-  }
-  r.intent_logits.resize(size_t(B) * c.n_intents);
-  Linear(head_in, B, H, w.intent_w.data(), c.n_intents, w.intent_b.data(), r.intent_logits.data());
-  r.slot_logits.resize(size_t(T) * c.n_slots);
-  Linear(x.data(), T, H, w.slot_w.data(), c.n_slots, w.slot_b.data(), r.slot_logits.data());
-  for (int s = 0; s < B; ++s) r.intent.push_back(Argmax(&r.intent_logits[size_t(s) * c.n_intents],
-                                                        c.n_intents));
-  for (int t = 0; t < T; ++t) r.slots.push_back(Argmax(&r.slot_logits[size_t(t) * c.n_slots],
-                                                       c.n_slots));
-  return r;
+  return Heads(c, w, x, cu);
 }
 
 // ||a - b|| / ||b|| (NaN anywhere in a gives +inf).

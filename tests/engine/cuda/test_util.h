@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,6 +13,17 @@
 #include "engine/cuda/kernels.h"
 
 namespace hotline::engine::cuda::test {
+
+// Whether a CUDA device is present; says loudly when not (`what`: the tests that then skip).
+inline bool HaveGpu(const char* what) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    std::printf("*** NO CUDA DEVICE: %s tests SKIPPED (run them on a GPU) ***\n", what);
+    return false;
+  }
+  return true;
+}
 
 // Normalised-error bounds per element type (the proof criteria).
 inline double Tol(DType t) { return t == DType::kF32 ? 1e-5 : t == DType::kF16 ? 1e-2 : 4e-2; }
