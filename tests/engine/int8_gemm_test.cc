@@ -10,16 +10,12 @@
 
 #include "base/error.h"
 #include "engine/cpu/kernels.h"
+#include "engine/int8_test_util.h"  // tests/engine/int8_test_util.h
 
 namespace hotline::engine::cpu {
 namespace {
 
-std::vector<int8_t> RandomS8(size_t n, int qmax, std::mt19937* rng) {
-  std::uniform_int_distribution<int> d(-qmax, qmax);
-  std::vector<int8_t> v(n);
-  for (auto& e : v) e = int8_t(d(*rng));
-  return v;
-}
+using test::RandomS8;
 
 std::vector<float> RandomF(size_t n, float a, std::mt19937* rng) {
   std::uniform_real_distribution<float> d(-a, a);
@@ -65,14 +61,8 @@ TEST(GemmS8Test, UnitScalesGiveTheExactIntegerProduct) {
       GemmS8 g(w.data(), K, N, ws.data(), 1.f, nullptr, Epilogue::kNone, 0.f, tactic);
       EXPECT_EQ(g.tactic(), tactic);
       g.Run(x.data(), M, y.data());
-      for (int m = 0; m < M; ++m) {
-        for (int n = 0; n < N; ++n) {
-          int64_t acc = 0;
-          for (int k = 0; k < K; ++k) acc += int64_t(x[size_t(m) * K + k]) * w[size_t(k) * N + n];
-          ASSERT_EQ(double(y[size_t(m) * N + n]), double(acc))
-              << M << "x" << K << "x" << N << " " << Gemm::TacticName(tactic);
-        }
-      }
+      SCOPED_TRACE(Gemm::TacticName(tactic));
+      test::ExpectExactS8Product(x, w, y, M, K, N);
     }
   }
 }
