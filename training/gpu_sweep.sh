@@ -37,8 +37,8 @@ elif [ "${SWEEP:-wide}" = v4ft ]; then
   # epochs its time budget allowed.
   : "${INIT:?SWEEP=v4ft needs INIT=RUN_DIR}"
   AUG="--aug-swap 0.5 --aug-drop 0.3 --aug-filler 0.3 --dropout 0.15 --warmup 0.05"
-  run v4ft_a --init "$INIT" --layers 5 --batch-size 64 --lr 2e-4 $AUG --seed 31 &
-  run v4ft_b --init "$INIT" --layers 5 --batch-size 64 --lr 1e-4 $AUG --seed 32 &
+  run v4ft_a --init "$INIT" --batch-size 64 --lr 2e-4 $AUG --seed 31 &
+  run v4ft_b --init "$INIT" --batch-size 64 --lr 1e-4 $AUG --seed 32 &
 elif [ "${SWEEP:-wide}" = v4 ]; then
   # Two runs alone on the GPU (data v4): the v3 recipe (MLM, then fine-tuning with heavier
   # augmentation) at 4 layers, and the same at 5 layers (24.6 MB of weights, under the 25 MB cap).

@@ -330,10 +330,11 @@ def main(argv=None):
     ap.add_argument("--out", help="run folder for config.json, metrics.json, weights-*.npz")
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--max-lines", type=int, help="use only the first N lines of each split")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--ffn", type=int, default=1024)
+    # Shape: defaults 4 / 256 / 4 / 1024, or --init's (a run continued keeps its shape).
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--hidden", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--ffn", type=int)
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--max-steps", type=int, help="stop fine-tuning after N steps (smoke tests)")
@@ -381,6 +382,13 @@ def main(argv=None):
 
     train, dev, test = (data["splits"][s] for s in ("train", "dev", "test"))
     pad = data["special"]["pad"]
+    icfg = None
+    if args.init:
+        with open(os.path.join(args.init, "config.json")) as f:
+            icfg = json.load(f)
+    for k, default in (("layers", 4), ("hidden", 256), ("heads", 4), ("ffn", 1024)):
+        if getattr(args, k) is None:
+            setattr(args, k, icfg[k] if icfg else default)
     model = BertJoint(data["vocab_size"], len(tax.intents), len(tax.tags), args.layers,
                       args.hidden, args.heads, args.ffn, args.dropout).to(device)
     n_params = sum(p.numel() for k, p in export_state_dict(model).items())
@@ -388,8 +396,6 @@ def main(argv=None):
         f"exported parameters {n_params:,} ({n_params * 4 / 2**20:.1f} MiB fp32)")
 
     if args.init:
-        with open(os.path.join(args.init, "config.json")) as f:
-            icfg = json.load(f)
         for k in ("vocab_size", "layers", "hidden", "heads", "ffn"):
             if icfg[k] != model.config[k]:
                 raise ValueError(f"--init {args.init}: {k} is {icfg[k]}, this run has "
