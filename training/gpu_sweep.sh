@@ -4,7 +4,7 @@
 # that `train.py --encode-only --cache build-train/cache.json.gz` wrote here.
 #   bash training/gpu_sweep.sh OUT_DIR
 # Env: SWEEP (wide: six configurations; focus: three longer runs of the MLM one; v3: four MLM
-#      runs with different regularisation; v4: two MLM runs, 4 and 5 layers; v4ft: two continuations of INIT; finetune: three runs continuing from INIT),
+#      runs with different regularisation; v4: two MLM runs, 4 and 5 layers; v4ft: two continuations of INIT; v5: one MLM run and two continuations of INIT, with and without --ema; finetune: three runs continuing from INIT),
 #      CACHE (build-train/cache.json.gz), BUDGET (seconds per run, 200), EPOCHS (40), PY (python3),
 #      EXTRA (extra train.py arguments for every run, e.g. for a quick local check).
 set -u
@@ -25,7 +25,16 @@ run() {
       --time-budget "$BUDGET" --threads 2 "$@" $EXTRA > "$RUNS/$name.log" 2>&1
   echo "finished $name rc=$?"
 }
-if [ "${SWEEP:-wide}" = finetune ]; then
+if [ "${SWEEP:-wide}" = v5 ]; then
+  # Data v5: one run from scratch (MLM first, 5 layers) and two continuations of INIT (the
+  # shipped v4 model's run folder), each scored on its weights' moving average (--ema) or, as
+  # the control, on the live weights.
+  : "${INIT:?SWEEP=v5 needs INIT=RUN_DIR}"
+  AUG="--aug-swap 0.5 --aug-drop 0.3 --aug-filler 0.3 --dropout 0.15 --warmup 0.05"
+  run v5_scratch --layers 5 --batch-size 64 --lr 5e-4 --mlm-steps 6000 $AUG --ema 0.999 --seed 41 &
+  run v5_ft_ema --init "$INIT" --batch-size 64 --lr 3e-4 $AUG --ema 0.999 --seed 42 &
+  run v5_ft --init "$INIT" --batch-size 64 --lr 3e-4 $AUG --seed 43 &
+elif [ "${SWEEP:-wide}" = finetune ]; then
   # Continue from INIT (a run folder with the same shape, e.g. the focus sweep's best) on the
   # current data: no MLM again, a lower learning rate, two regularisation strengths.
   : "${INIT:?SWEEP=finetune needs INIT=RUN_DIR}"

@@ -212,6 +212,32 @@ def lr_lambda(warmup, total):
     return f
 
 
+class WeightEma:
+    """Exponential moving average of a model's floating-point weights (buffers copied as they
+    are): after each optimiser step, ema = decay * ema + (1 - decay) * weight. The average of
+    the late fine-tuning weights generalises better than the last step's (Polyak averaging);
+    swap() exchanges the live weights and the average in place (evaluate, then swap back)."""
+
+    def __init__(self, model, decay):
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"EMA decay must be in (0, 1), got {decay}")
+        self.decay = decay
+        self.params = [p for p in model.parameters() if p.dtype.is_floating_point]
+        self.shadow = [p.detach().clone() for p in self.params]
+
+    @torch.no_grad()
+    def update(self):
+        torch._foreach_mul_(self.shadow, self.decay)
+        torch._foreach_add_(self.shadow, [p.detach() for p in self.params], alpha=1 - self.decay)
+
+    @torch.no_grad()
+    def swap(self):
+        for p, s in zip(self.params, self.shadow):
+            tmp = p.detach().clone()
+            p.copy_(s)
+            s.copy_(tmp)
+
+
 def make_optimizer(model, lr, wd):
     decay, no_decay = [], []
     for n, p in model.named_parameters():
@@ -343,6 +369,11 @@ def main(argv=None):
     ap.add_argument("--warmup", type=float, default=0.06, help="fraction of steps")
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--slot-weight", type=float, default=1.0, help="slot loss weight")
+    ap.add_argument("--intent-smoothing", type=float, default=0.0,
+                    help="label smoothing of the intent loss (0: off)")
+    ap.add_argument("--ema", type=float, default=0.0,
+                    help="evaluate and keep an exponential moving average of the fine-tuning "
+                         "weights with this decay, e.g. 0.999 (0: off, the live weights)")
     ap.add_argument("--init", help="start from this run folder's weights (fine-tuning on new data)")
     ap.add_argument("--mlm-steps", type=int, default=0, help="MLM pretraining steps first")
     ap.add_argument("--mlm-lr", type=float, default=5e-4)
@@ -419,6 +450,7 @@ def main(argv=None):
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda st: lr_lambda(plan["warm"], plan["total"])(st))
     best, best_score, best_epoch, history = None, -1.0, -1, []
+    ema = WeightEma(model, args.ema) if args.ema > 0 else None
     step = 0
     for epoch in range(1, args.epochs + 1):
         model.train()
@@ -430,13 +462,16 @@ def main(argv=None):
                                            [p[1] for p in pairs])
             gold = torch.tensor([train[i]["intent"] for i in idx], device=device)
             il, sl = model(ids, mask, tt)
-            loss = F.cross_entropy(il, gold) + args.slot_weight * F.cross_entropy(
+            loss = F.cross_entropy(il, gold, label_smoothing=args.intent_smoothing) + \
+                args.slot_weight * F.cross_entropy(
                 sl.reshape(-1, sl.size(-1)), lab.reshape(-1), ignore_index=IGNORE)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
+            if ema is not None:
+                ema.update()
             tot_loss += loss.detach()  # no device sync per step; read at log time
             step += 1
             if args.log_every and step % args.log_every == 0:
@@ -452,6 +487,8 @@ def main(argv=None):
                 plan["total"] = min(plan["total"], fit * steps_per_epoch)
                 plan["warm"] = int(plan["total"] * args.warmup)
                 log(f"time budget: {fit} epochs of {args.epochs} fit ({per_epoch:.1f}s each)")
+        if ema is not None:
+            ema.swap()  # the average is what is scored and kept
         m = evaluate(model, dev, tax, pad, device)
         score = (m["intent_accuracy"] + m["slot_f1"]) / 2
         tot_loss = float(tot_loss)
@@ -466,6 +503,8 @@ def main(argv=None):
                 save_run(args.out, model, run_config(model, data, tax, args, argv, device,
                                                      best_epoch, len(history)),
                          {"dev": m, "history": history, "partial": True})
+        if ema is not None:
+            ema.swap()  # back to the live weights for the next epoch
         if step >= plan["total"]:
             break
     model.load_state_dict(best)

@@ -293,3 +293,30 @@ def test_make_batches_covers_every_line_once():
         lens = [len(examples[i]["ids"]) for i in b]
         assert lens == sorted(lens)
     assert batches != train.make_batches(examples, 8, random.Random(2), pool=3)
+
+
+def test_weight_ema_by_hand():
+    import torch
+    lin = torch.nn.Linear(2, 1, bias=True)
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[1.0, 2.0]]))
+        lin.bias.fill_(4.0)
+    ema = train.WeightEma(lin, 0.5)
+    # Two "steps": the live weights move to w1 then w2; the average follows by hand:
+    # e1 = 0.5 * w0 + 0.5 * w1, e2 = 0.5 * e1 + 0.5 * w2.
+    w = [np.array([1.0, 2.0, 4.0]), np.array([3.0, -2.0, 0.0]), np.array([5.0, 6.0, 8.0])]
+    e = w[0]
+    for k in (1, 2):
+        with torch.no_grad():
+            lin.weight.copy_(torch.tensor([w[k][:2]], dtype=torch.float32))
+            lin.bias.fill_(float(w[k][2]))
+        ema.update()
+        e = 0.5 * e + 0.5 * w[k]
+    ema.swap()
+    got = np.concatenate([lin.weight.detach().numpy().ravel(), lin.bias.detach().numpy()])
+    assert np.allclose(got, e), (got, e)           # e = [3, 3.5, 5]
+    ema.swap()
+    got = np.concatenate([lin.weight.detach().numpy().ravel(), lin.bias.detach().numpy()])
+    assert np.allclose(got, w[2])                  # the live weights are back
+    with pytest.raises(ValueError):
+        train.WeightEma(lin, 1.0)
