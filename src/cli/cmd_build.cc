@@ -32,7 +32,7 @@ struct Options {
   std::string timing_cache;  // (for cuda-int) GEMM timings reused across builds
   int device = 0;
   // ---- INT8 calibration (helper int8-core) ----
-  std::string calib_method = "percentile", calib_cache, vocab;
+  std::string calib_method, calib_cache, vocab;  // calib_method "": the precision's default
   double percentile = 99.99;
   int calib_lines = 0;
   std::vector<std::string> keep_fp;
@@ -92,7 +92,8 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
   app.add_option("--device", o->device, "CUDA device ordinal");
   // ---- INT8 calibration (helper int8-core) ----
   app.add_option("--calib-method", o->calib_method,
-                 "int8 activation ranges: kl | percentile | minmax (default percentile)");
+                 "activation ranges: kl | percentile | minmax (int8: default percentile; fp8 on "
+                 "cuda: minmax, the only one it takes)");
   app.add_option("--percentile", o->percentile, "int8: percentile of |x| kept (default 99.99)");
   app.add_option("--calib-cache", o->calib_cache,
                  "int8: calibration cache; reused when it exists (refused for another model), "
@@ -139,7 +140,16 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
       if (!int8 && (!o->calib_cache.empty() || !o->keep_fp.empty())) {
         throw hotline::Error("--calib-cache and --keep-fp are only used with --precision int8");
       }
-      opts.calib_method = ParseCalibMethod(o->calib_method);
+      if (opts.precision == Precision::kFP8 && !o->calib_method.empty() &&
+          ParseCalibMethod(o->calib_method) != CalibMethod::kMinMax) {
+        // FP8 plans take amax (max |x|) per GEMM input, as TensorRT and Transformer Engine do
+        // for E4M3 (whose exponent covers what a clipped INT8 range would lose): no silent swap.
+        throw hotline::Error("--calib-method " + o->calib_method +
+                             ": FP8 plans are calibrated by minmax (amax per GEMM input); "
+                             "kl and percentile apply to --precision int8");
+      }
+      opts.calib_method = ParseCalibMethod(o->calib_method.empty() ? "percentile"
+                                                                   : o->calib_method);
       opts.calib_percentile = o->percentile;
       opts.calib_cache = o->calib_cache;
       opts.calib_max_lines = o->calib_lines;

@@ -138,3 +138,18 @@ def test_gate_bad_use(env, tmp_path):
     p = run(["build", "--onnx", str(lone / "model.onnx"), "--precision", "int8", "--calib",
              env["calib"], "--gate", env["data"], "-o", str(tmp_path / "x.plan")])
     assert p.returncode != 0 and b"model.yaml" in p.stderr
+
+
+def test_fp8_takes_only_minmax_calibration(env):
+    """FP8 plans are calibrated by amax: another --calib-method is refused by name, not ignored;
+    minmax (and no method) pass that check and reach the backend's own answer."""
+    out = os.path.join(env["dir"], "fp8.plan")
+    for method in ("kl", "percentile"):
+        p = run(["build", "--onnx", env["model"], "--precision", "fp8", "--calib-method", method,
+                 "--calib", env["calib"], "-o", out])
+        err = p.stderr.decode()
+        assert p.returncode != 0 and "calibrated by minmax" in err and method in err, err
+    for extra in (["--calib-method", "minmax"], []):
+        p = run(["build", "--onnx", env["model"], "--precision", "fp8", "--calib", env["calib"],
+                 "-o", out, *extra])
+        assert "calibrated by minmax" not in p.stderr.decode()
