@@ -479,6 +479,8 @@ def organization(rng, variant=None):
                                "factory", "gym", "bank"], [30, 15, 10, 8, 8, 10, 8, 6, 5])[0]
     if variant == "employer":
         variant = rng.choices(["company", "factory", "restaurant", "shop", "builder"], [45, 20, 15, 10, 10])[0]
+    if variant == "branch":
+        return branch(rng)
     fn = {"company": company, "shop": shop, "restaurant": restaurant, "school": school,
           "training": training, "hospital": hospital, "property": property_company,
           "taxi": taxi, "builder": builder, "developer": developer, "gym": gym,
@@ -486,6 +488,64 @@ def organization(rng, variant=None):
     if fn is None:
         raise ValueError(f"unknown organization variant {variant!r}")
     return fn(rng)
+
+
+BRANCH_PLACES = ["万达", "吾悦", "人民路", "火车站", "解放路", "新区", "城东", "城西", "高新区", "大学城", "步行街",
+                 "中山路", "滨江", "开发区", "东门", "南湖", "银泰", "龙湖天街"]
+
+
+def branch(rng):
+    """Organisation names in the forms callers use for a branch, outlet or department (data v5):
+    XX分公司, XX店/门店, XX驾校, XX培训学校, a hospital's 住院部/急诊科, short chain names."""
+    r = rng.random()
+    if r < 0.15:
+        return pick(rng, ORG_STEMS) + pick(rng, INDUSTRIES) + "有限公司" + pick(rng, BRANCH_PLACES) + "分公司"
+    if r < 0.3:
+        return pick(rng, SHOP_CHAINS + RESTAURANT_CHAINS + GYM_CHAINS) + pick(rng, BRANCH_PLACES) + \
+            pick(rng, ["店", "门店", "分店", "旗舰店"])
+    if r < 0.42:
+        return pick(rng, ORG_STEMS) + pick(rng, ["驾校", "驾驶培训学校", "汽车驾驶学校"])
+    if r < 0.54:
+        return pick(rng, ORG_STEMS + SCHOOL_STEMS) + pick(rng, ["培训学校", "教育培训中心", "文化培训学校", "艺术学校"])
+    if r < 0.66:
+        return pick(rng, list(CITY_DISTRICTS)) + pick(rng, ["市人民医院", "市第一人民医院", "市中医院", "市中心医院",
+                                                            "妇幼保健院", "医院"]) + \
+            pick(rng, ["住院部", "急诊科", "门诊部", "儿科", "骨科", "收费处"])
+    if r < 0.78:
+        return pick(rng, ORG_STEMS + COMPOUND_STEMS) + pick(rng, ["物业", "物业服务中心", "物业管理处"])
+    if r < 0.9:
+        return pick(rng, ORG_STEMS) + pick(rng, ["", "", "市"]) + pick(rng, ["分公司", "营业部", "服务站", "门店", "专卖店"])
+    return pick(rng, ORG_STEMS) + pick(rng, ["科技", "商贸", "物流", "家政", "装饰"])
+
+
+SPOKEN_AMOUNTS_FIXED = ["块把钱", "百把块钱", "千把块钱", "一万二", "两千五", "1.5万", "2.8万", "3.6万元", "一万五千来块"]
+
+
+def spoken_amount(rng):
+    """Money the way callers say it (data v5): 两千五, 三千来块, 一万二, 八百多, 五六百块钱, 1.5万,
+    四百八十八元, 块把钱."""
+    r = rng.random()
+    if r < 0.12:
+        return pick(rng, SPOKEN_AMOUNTS_FIXED)
+    if r < 0.3:  # 两千五, 三千八, 一万二 (no unit)
+        big = rng.choice([("千", 1000), ("万", 10000), ("百", 100)])
+        head = rng.randrange(1, 10)
+        hz = "两" if head == 2 else num_zh(head)
+        return hz + big[0] + num_zh(rng.randrange(1, 10)) + pick(rng, ["", "", "块", "块钱"])
+    if r < 0.45:  # 三千来块, 八百多, 两万多
+        head = rng.randrange(1, 10)
+        hz = "两" if head == 2 else num_zh(head)
+        return hz + pick(rng, ["百", "千", "万"]) + pick(rng, ["来块", "多", "多块", "来块钱", "多块钱"])
+    if r < 0.6:  # 五六百块钱, 三四千
+        a = rng.randrange(1, 9)
+        return num_zh(a) + num_zh(a + 1) + pick(rng, ["十", "百", "千", "万"]) + pick(rng, ["块钱", "块", "", "元"])
+    if r < 0.72:  # 1.5万, 2.3万元
+        return f"{rng.randrange(1, 4)}.{rng.randrange(1, 10)}万" + pick(rng, ["", "", "元", "块"])
+    if r < 0.86:  # 四百八十八元, 一千二百九十九块
+        n = rng.choice([rng.randrange(100, 1000), rng.randrange(1000, 10000)])
+        return num_zh(n) + pick(rng, ["元", "块", "块钱"])
+    n = rng.choice([rng.randrange(99, 1000), rng.randrange(1000, 30000)])
+    return str(n) + pick(rng, ["元", "块", "块钱"])
 
 
 # ---------------------------------------------------------------- vehicles, money, ids
@@ -540,6 +600,8 @@ def amount(rng, variant=None):
         n = rng.choice([rng.randrange(1, 10) * 1000 + rng.choice([0, 0, 500, 200]), rng.randrange(1000, 10000)])
     elif variant == "fare":  # taxi and bus fares: a few yuan to a few hundred
         n = rng.choice([rng.randrange(8, 60), rng.randrange(20, 150), rng.randrange(2, 40) * 10])
+    elif variant == "spoken":
+        return spoken_amount(rng)
     elif variant == "large":
         n = rng.choice([rng.randrange(1, 30) * 10000, rng.randrange(10, 100) * 1000,
                         rng.randrange(100, 5000) * 100])

@@ -20,10 +20,10 @@ SLOT_VARIANTS = {
     "time": {None, "past", "night", "day", "future", "date", "recent"},
     "organization": {None, "company", "employer", "shop", "restaurant", "school", "training",
                      "hospital", "property", "taxi", "builder", "developer", "bank", "gym",
-                     "factory"},
+                     "factory", "branch"},
     "plate_number": {None},
     "bus_line": {None},
-    "amount": {None, "small", "large", "fare"},
+    "amount": {None, "small", "large", "fare", "spoken"},
     "order_id": {None},
     "item": {None},
 }

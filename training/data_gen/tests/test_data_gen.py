@@ -289,6 +289,37 @@ def test_every_time_and_amount_pool_value_is_one_autolabel_span():
             assert autolabel.find(v) == [(0, len(v), "amount")], (variant, v)
 
 
+def test_spoken_amounts_and_branch_names_cover_the_colloquial_forms():
+    # data v5: money as callers say it and organisations as branches/outlets. A spoken amount is
+    # either not an autolabel match at all (两千五, 三千来块, 八百多: labelled only where a template
+    # says {amount/spoken}) or one whole-value match, never a partial span inside the value.
+    rng = random.Random(11)
+    vals = [pools.amount(rng, "spoken") for _ in range(3000)]
+    for v in vals:
+        assert autolabel.find(v) in ([], [(0, len(v), "amount")]), v
+    forms = {
+        "unitless 两千五/一万二": r"^[一两三四五六七八九][百千万][一二三四五六七八九]$",
+        "来块/多": r"^[一两三四五六七八九][百千万](来块|多)",
+        "range 五六百块钱": r"^([一二三四五六七八])([二三四五六七八九])[十百千万]",
+        "decimal 1.5万": r"^\d+\.\d万",
+        "full 四百八十八元": r"^[一二三四五六七八九][百千].*[元块]",
+        "块把钱": r"把块?钱$",
+    }
+    for name, pat in forms.items():
+        assert any(re.search(pat, v) for v in vals), name
+    digits = "一二三四五六七八九"
+    for v in vals:  # a range is two consecutive digits (五六百), never 五三百
+        m = re.match(forms["range 五六百块钱"], v)
+        if m and len(v) > 2 and v[2] in "十百千万":
+            assert digits.index(m.group(2)) == digits.index(m.group(1)) + 1, v
+    names = [pools.organization(rng, "branch") for _ in range(2000)]
+    suffixes = ("分公司", "店", "驾校", "学校", "中心", "部", "科", "处", "物业", "站", "科技", "商贸", "物流",
+                "家政", "装饰")
+    assert all(n.endswith(suffixes) for n in names), [n for n in names if not n.endswith(suffixes)][:5]
+    for sfx in ("分公司", "门店", "驾校", "培训学校", "住院部", "物业"):
+        assert any(n.endswith(sfx) for n in names), sfx
+
+
 def test_generator_deterministic_and_splits_held_apart(tmp_path):
     d = _tiny_templates(tmp_path)
     outs = []
