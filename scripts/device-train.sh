@@ -6,7 +6,10 @@
 #          python3 training/train.py --data data/hotline --encode-only --cache build-train/cache3.json.gz
 #   there: CACHE=build-train/cache3.json.gz bash scripts/device-train.sh   (carry bundle-cuda and the cache)
 # Env: BUDGET (seconds per training run, 300), EPOCHS (60), CACHE, PEERS (1: also the PyTorch peers),
-#      TRAIN_ONLY (1: training alone, no engine tests or benchmarks; no bundle needed).
+#      TRAIN_ONLY (1: training alone, no engine tests or benchmarks; no bundle needed),
+#      CHECK_DURING / CHECK_AFTER (device-check.sh arguments for the check that runs beside the
+#      training and the one after it; defaults: tests and parity during, bench/s2/parity after),
+#      RETURN_ALL (1: every run's weights come back too, as FP16, for averaging: training/soup.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -17,7 +20,7 @@ bash training/gpu_sweep.sh /tmp/sweep >/tmp/sweep.log 2>&1 &
 train_pid=$!
 mkdir -p /tmp/dc
 # TRAIN_ONLY=1: the GPU is left to training (no engine tests or timing in this call).
-[ "${TRAIN_ONLY:-0}" = 1 ] || OUT=/tmp/dc bash scripts/device-check.sh --no-peers --no-bench
+[ "${TRAIN_ONLY:-0}" = 1 ] || OUT=/tmp/dc bash scripts/device-check.sh ${CHECK_DURING:---no-peers --no-bench}
 wait $train_pid
 echo "training done after $(( $(date +%s) - t0 )) s"
 tail -12 /tmp/sweep.log
@@ -26,12 +29,28 @@ if [ "${TRAIN_ONLY:-0}" = 1 ]; then
 elif [ "${PEERS:-0}" = 1 ]; then
   OUT=/tmp/dc bash scripts/device-check.sh --no-tests --peer-deadline 150
 else
-  OUT=/tmp/dc bash scripts/device-check.sh --no-tests --no-peers
+  OUT=/tmp/dc bash scripts/device-check.sh ${CHECK_AFTER:---no-tests --no-peers}
 fi
 cp /tmp/sweep.log /tmp/dc/
 # The device tool returns files of at most 16 MiB: the archive goes back in 15 MB parts
 # (join here with `cat train.tar.gz.* > train.tar.gz`).
-tar -C /tmp -czf /tmp/train.tar.gz sweep/best sweep/summary.json sweep/logs.txt
+extra=()
+if [ "${RETURN_ALL:-0}" = 1 ]; then
+  # Every run's weights as FP16 (half the bytes; averaging and a continuation lose nothing that
+  # matters), beside its config and metrics.
+  mkdir -p /tmp/sweep/runs
+  for d in "${RUNS_DIR:-/tmp/hotline_runs}"/*/; do
+    [ -f "$d/config.json" ] || continue
+    n=$(basename "$d"); mkdir -p /tmp/sweep/runs/$n
+    cp "$d"/config.json "$d"/metrics.json /tmp/sweep/runs/$n/
+    python3 -c 'import glob, os, sys, numpy as np
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "weights-*.npz"))):
+    z = np.load(p)
+    np.savez(os.path.join(sys.argv[2], os.path.basename(p)), **{k: z[k].astype(np.float16) for k in z.files})' "$d" /tmp/sweep/runs/$n
+  done
+  extra=(sweep/runs)
+fi
+tar -C /tmp -czf /tmp/train.tar.gz sweep/best sweep/summary.json sweep/logs.txt "${extra[@]}"
 split -b 15M -d /tmp/train.tar.gz "$OUT/train.tar.gz."
 tar -C /tmp -czf "$OUT/check.tar.gz" dc
 ls -la "$OUT"

@@ -4,7 +4,7 @@
 # that `train.py --encode-only --cache build-train/cache.json.gz` wrote here.
 #   bash training/gpu_sweep.sh OUT_DIR
 # Env: SWEEP (wide: six configurations; focus: three longer runs of the MLM one; v3: four MLM
-#      runs with different regularisation; v4: two MLM runs, 4 and 5 layers; v4ft: two continuations of INIT; v5: one MLM run and two continuations of INIT, with and without --ema; finetune: three runs continuing from INIT),
+#      runs with different regularisation; v4: two MLM runs, 4 and 5 layers; v4ft: two continuations of INIT; v5: three continuations of INIT, with and without --ema, one with label smoothing; v6: three continuations of INIT, all with --ema; finetune: three runs continuing from INIT),
 #      CACHE (build-train/cache.json.gz), BUDGET (seconds per run, 200), EPOCHS (40), PY (python3),
 #      EXTRA (extra train.py arguments for every run, e.g. for a quick local check).
 set -u
@@ -26,14 +26,23 @@ run() {
   echo "finished $name rc=$?"
 }
 if [ "${SWEEP:-wide}" = v5 ]; then
-  # Data v5: one run from scratch (MLM first, 5 layers) and two continuations of INIT (the
-  # shipped v4 model's run folder), each scored on its weights' moving average (--ema) or, as
-  # the control, on the live weights.
+  # Data v5: three continuations of INIT (the shipped v4 model's run folder; one call's budget
+  # does not fit MLM plus enough fine-tuning epochs from scratch): scored on the weights' moving
+  # average (--ema) or, as the control, on the live weights; one with intent label smoothing.
   : "${INIT:?SWEEP=v5 needs INIT=RUN_DIR}"
   AUG="--aug-swap 0.5 --aug-drop 0.3 --aug-filler 0.3 --dropout 0.15 --warmup 0.05"
-  run v5_scratch --layers 5 --batch-size 64 --lr 5e-4 --mlm-steps 6000 $AUG --ema 0.999 --seed 41 &
   run v5_ft_ema --init "$INIT" --batch-size 64 --lr 3e-4 $AUG --ema 0.999 --seed 42 &
   run v5_ft --init "$INIT" --batch-size 64 --lr 3e-4 $AUG --seed 43 &
+  run v5_ft_ema_ls --init "$INIT" --batch-size 64 --lr 3e-4 $AUG --ema 0.999 --intent-smoothing 0.1 --seed 44 &
+elif [ "${SWEEP:-wide}" = v6 ]; then
+  # Data v6: three continuations of INIT (the v5 model's run folder), different seeds and
+  # learning rates, all scored on their moving average; with RETURN_ALL=1 (device-train.sh) all
+  # three come back for training/soup.py to average.
+  : "${INIT:?SWEEP=v6 needs INIT=RUN_DIR}"
+  AUG="--aug-swap 0.5 --aug-drop 0.3 --aug-filler 0.3 --dropout 0.15 --warmup 0.05"
+  run v6_a --init "$INIT" --batch-size 64 --lr 3e-4 $AUG --ema 0.999 --intent-smoothing 0.1 --seed 51 &
+  run v6_b --init "$INIT" --batch-size 64 --lr 2e-4 $AUG --ema 0.999 --intent-smoothing 0.1 --seed 52 &
+  run v6_c --init "$INIT" --batch-size 64 --lr 3e-4 $AUG --ema 0.999 --seed 53 &
 elif [ "${SWEEP:-wide}" = finetune ]; then
   # Continue from INIT (a run folder with the same shape, e.g. the focus sweep's best) on the
   # current data: no MLM again, a lower learning rate, two regularisation strengths.

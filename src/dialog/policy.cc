@@ -159,13 +159,13 @@ std::vector<Policy::TurnSlot> Policy::TurnSlots(const Session& s, const std::str
     ends.push_back(slot.end);
   }
   if (out.size() == 1 && IsFreeText(out[0].fill.type) && out[0].fill.normalized.empty()) {
-    // A reply that is only the free-text value, of which the model spanned a tail ("叫好味道餐厅"
-    // -> "餐厅"): the whole phrase is the value when it ends with the span and is shaped like one.
+    // A reply that is only the free-text value, of which the model spanned a part ("叫好味道餐厅"
+    // -> "餐厅" or "味道"): the whole phrase is the value when it holds the span and is shaped
+    // like one.
     const std::string whole = StripBareValue(text);
     const std::string& v = out[0].fill.value;
     if (whole.size() > v.size() && CodePoints(whole) <= 20 &&
-        whole.compare(whole.size() - v.size(), v.size(), v) == 0 &&
-        LooksLike(out[0].fill.type, whole)) {
+        whole.find(v) != std::string::npos && LooksLike(out[0].fill.type, whole)) {
       out[0].fill.value = whole;
     }
   }

@@ -377,6 +377,15 @@ TEST_F(PolicyTest, BareValueShapedLikeThePendingSlotIsNotASwitch) {
   r = T("叫好味道餐厅", U("air_pollution", 0.82f, {{"organization", "餐厅"}}));
   EXPECT_EQ(r.intent, "food_safety");
   EXPECT_EQ(Slot(r, "organization"), "好味道餐厅");
+  // ... or only a middle part of it.
+  r = T("不对", U("deny", 0.95f));
+  r = T("叫好味道餐厅", U("air_pollution", 0.34f, {{"organization", "味道"}}));
+  EXPECT_EQ(r.intent, "food_safety");
+  EXPECT_EQ(Slot(r, "organization"), "好味道餐厅");
+  // A part inside a phrase not shaped like an organisation stays as the model spanned it.
+  r = T("不对", U("deny", 0.95f));
+  r = T("叫好味道那个", U("air_pollution", 0.34f, {{"organization", "好味道"}}));
+  EXPECT_EQ(Slot(r, "organization"), "好味道");
   // A phrase not shaped like an organisation does switch.
   r = T("不是，是河里有人排污水", U("water_pollution", 0.95f));
   EXPECT_EQ(r.intent, "water_pollution");

@@ -320,3 +320,19 @@ def test_weight_ema_by_hand():
     assert np.allclose(got, w[2])                  # the live weights are back
     with pytest.raises(ValueError):
         train.WeightEma(lin, 1.0)
+
+
+def test_soup_average_by_hand(tmp_path):
+    import soup
+    a = {"w": np.array([[1.0, 2.0]], dtype=np.float16), "b": np.array([4.0], dtype=np.float32)}
+    b = {"w": np.array([[3.0, -2.0]], dtype=np.float32), "b": np.array([0.0], dtype=np.float32)}
+    avg = soup.average([{k: v.astype(np.float64) for k, v in d.items()} for d in (a, b)])
+    assert avg["w"].dtype == np.float32 and np.allclose(avg["w"], [[2.0, 0.0]])
+    assert np.allclose(avg["b"], [2.0])
+    with pytest.raises(ValueError):
+        soup.average([{"w": np.zeros((1, 2))}, {"w": np.zeros((2, 1))}])
+    with pytest.raises(ValueError):
+        soup.average([{"w": np.zeros(2)}, {"v": np.zeros(2)}])
+    soup.write_weights(str(tmp_path), avg)  # round trip through the run-folder format
+    back = soup.read_weights(str(tmp_path))
+    assert set(back) == {"w", "b"} and np.allclose(back["w"], avg["w"])
