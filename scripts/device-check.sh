@@ -21,7 +21,7 @@
 # Here (the machine with nvcc, no GPU):
 #   cmake --build build-X --target hotline cuda_kernels_test cuda_encoder_test cuda_backend_test \
 #         cuda_encoder_quant_test cuda_backend_quant_test cuda_fp8_per_tensor_test \
-#         hotline_cuda_bench
+#         cuda_encoder_memory_test hotline_cuda_bench
 #   scripts/device-check.sh --pack build-X        # -> bundle-cuda/ (git-ignored)
 # There (through the device tool, carrying bundle-cuda):
 #   bash scripts/device-check.sh [--no-tests] [--no-bench] [--no-peers] [--no-s2] [--no-parity]
@@ -41,7 +41,8 @@ if [ "${1:-}" = "--pack" ]; then
   # The quantised-encoder tests are bundled when built (targets cuda_encoder_quant_test,
   # cuda_backend_quant_test); the run below says so loudly when they are missing.
   optional=()
-  for t in cuda_encoder_quant_test cuda_backend_quant_test cuda_fp8_per_tensor_test; do
+  for t in cuda_encoder_quant_test cuda_backend_quant_test cuda_fp8_per_tensor_test \
+           cuda_encoder_memory_test; do
     if [ -x "$cuda/$t" ]; then optional+=("$cuda/$t"); else echo "NOTE: $cuda/$t not built: not bundled"; fi
   done
   /work/shared/tools/device-bundle "$BUNDLE_DIR/cuda.tar.xz" \
@@ -107,7 +108,7 @@ if [ $tests = 1 ]; then
   section tests
   export HOTLINE_SOURCE_DIR=$PWD  # fixtures for cuda_backend_test
   for t in cuda_kernels_test cuda_encoder_test cuda_encoder_quant_test cuda_backend_test \
-           cuda_backend_quant_test cuda_fp8_per_tensor_test; do
+           cuda_backend_quant_test cuda_fp8_per_tensor_test cuda_encoder_memory_test; do
     if [ ! -x $HL/bin/$t ]; then
       echo "$t: NOT IN THE BUNDLE (not built before --pack): not run" | tee -a "$LOG"
       continue

@@ -67,7 +67,8 @@ def main():
                     f"{f(comp)}{'*' if comp_src == 'doc' and comp is not None else ''} | "
                     f"{'-' if ratio is None else f'{ratio:.2f}x'} | {rec['target'] or ''} |")
 
-    for model in ("base", "small", "base_fp8", "base_fp8_pertensor", "base_fp8_fastacc",
+    for model in ("base", "small", "base_fp8", "base_fp8_unchunked", "base_fp8_pertensor",
+                  "base_fp8_fastacc",
                   "base_fp8_noqout", "base_int8"):
         m = ours.get(model)
         if not m:

@@ -473,6 +473,9 @@ nlohmann::json Measure(const std::string& label, const hc::EncoderConfig& c,
                  {"context_mib", ctx->device_bytes() / 1048576.0},
                  {"allocated_mib", (enc->weight_bytes() + ctx->device_bytes()) / 1048576.0},
                  {"device_free_delta_mib", (double(free0) - double(free1)) / 1048576.0},
+                 {"context_activation_union_mib", ctx->activation_union_bytes() / 1048576.0},
+                 {"qkv_head_groups_16384", enc->QkvGroups(16384)},
+                 {"ffn_chunk_rows_16384", enc->FfnChunkRows(16384)},
                  {"profile", "128x128"}};
   std::vector<Inputs> l1, l128;
   for (int s = 0; s < 4; ++s) {
@@ -580,8 +583,11 @@ int main(int argc, char** argv) {
       // fp8: the default (per-channel x per-token scale vectors, every fusion); fp8_pertensor:
       // the same with one weight scale per matrix (scalar scales); fp8_noqout: per channel, no
       // fusions (FFN1 without the E4M3 output, LayerNorm / attention and their quantise passes
-      // apart). HOTLINE_BENCH_FP8_FASTACC=1 adds fp8_fastacc (per tensor, fast accumulation).
-      std::vector<std::string> variants = {"fp8", "fp8_pertensor", "fp8_noqout", "int8"};
+      // apart); fp8_unchunked: the default without the memory tiling (FFN row chunks, QKV head
+      // groups: the speed they cost against the memory they save). HOTLINE_BENCH_FP8_FASTACC=1
+      // adds fp8_fastacc (per tensor, fast accumulation).
+      std::vector<std::string> variants = {"fp8", "fp8_unchunked", "fp8_pertensor", "fp8_noqout",
+                                           "int8"};
       if (const char* fa = std::getenv("HOTLINE_BENCH_FP8_FASTACC"); fa && *fa == '1')
         variants.insert(variants.begin() + 2, "fp8_fastacc");
       for (const std::string& variant : variants) {
@@ -608,6 +614,10 @@ int main(int argc, char** argv) {
                   ? hc::WeightScaling::kPerTensor
                   : hc::WeightScaling::kPerChannel;
           oq.fp8_fast_accum = variant == "fp8_fastacc";
+          if (variant == "fp8_unchunked") {
+            oq.quant_ffn_chunk_rows = 0;
+            oq.quant_qkv_group_tokens = 0;
+          }
           R[label] = Measure(label, c, w, oq, rng, mixed, target_s, tq);
           R[label]["quant_chunk_rows"] = quant_chunk;
           if (eq == hc::EncoderQuant::kFp8) {

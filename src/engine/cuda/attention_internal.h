@@ -46,9 +46,11 @@ bool LaunchAttentionMma(DType dtype, const void* qkv, const int32_t* cu_seqlens,
                         cudaStream_t stream);
 
 // The same kernel writing its output quantised (fp8: E4M3, else INT8) as
-// saturate(round(stored_value / out_scale)) into ctx_q [tokens, hidden] bytes.
+// saturate(round(stored_value / out_scale)) into ctx_q [tokens, hidden] bytes (rows out_ld bytes
+// apart when out_ld > 0). interleaved: qkv rows are per head [Q_h | K_h | V_h] (AttentionQuant).
 bool LaunchAttentionMmaQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch,
                              int max_seqlen, int heads, int head_dim, float scale,
-                             float out_scale, bool fp8, void* ctx_q, cudaStream_t stream);
+                             float out_scale, bool fp8, void* ctx_q, bool interleaved,
+                             int out_ld, cudaStream_t stream);
 
 }  // namespace hotline::engine::cuda::detail

@@ -98,7 +98,7 @@ template <typename T, int D, int W, int kQ = 0>
 __global__ void __launch_bounds__(W * 32)
     AttentionMmaKernel(const T* __restrict__ qkv, const int32_t* __restrict__ cu, int heads,
                        float scale_log2, T* __restrict__ ctx, float out_scale,
-                       uint8_t* __restrict__ ctx_q) {
+                       uint8_t* __restrict__ ctx_q, bool interleaved, int ldo) {
   constexpr int ldh = D + 8;  // smem row stride (elements): 16-byte rows, conflict-free reads
   constexpr int kVec = D / 8;  // 16-byte vectors per row
   constexpr int KC = D / 16;   // k16 steps over the head dimension (S) / n8 pairs (O)
@@ -112,6 +112,13 @@ __global__ void __launch_bounds__(W * 32)
   if (q0 >= len) return;  // uniform for the block: before any barrier
   const int hidden = heads * D;
   const int64_t ld = 3 * int64_t(hidden);
+  // Quantised output only (kQ != 0): `interleaved` reads QKV rows laid out per head as
+  // [Q_h | K_h | V_h] (3D columns per head) instead of Q | K | V; ctx_q rows are ldo bytes apart.
+  // kQ == 0 folds il to false: the FP16/BF16 kernel's addressing is unchanged.
+  const bool il = kQ != 0 && interleaved;
+  const int qoff = il ? h * 3 * D : h * D;
+  const int koff = il ? h * 3 * D + D : hidden + h * D;
+  const int vfromk = il ? D : hidden;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const int qa = q0 + warp * 16 + g, qb = qa + 8;  // this thread's two query rows
@@ -119,8 +126,8 @@ __global__ void __launch_bounds__(W * 32)
   // Q as A fragments, straight from global memory (zero past the sequence).
   uint32_t qf[KC][4];
   {
-    const T* ra = qkv + (start + qa) * ld + h * D;
-    const T* rb = qkv + (start + qb) * ld + h * D;
+    const T* ra = qkv + (start + qa) * ld + qoff;
+    const T* rb = qkv + (start + qb) * ld + qoff;
 #pragma unroll
     for (int kc = 0; kc < KC; ++kc) {
       const int c = kc * 16 + 2 * t;
@@ -143,9 +150,9 @@ __global__ void __launch_bounds__(W * 32)
       const int r = i / kVec, c = (i % kVec) * 8;
       int4 kv = zero, vv = zero;
       if (k0 + r < len) {
-        const T* base = qkv + (start + k0 + r) * ld + hidden + h * D + c;
+        const T* base = qkv + (start + k0 + r) * ld + koff + c;
         kv = *reinterpret_cast<const int4*>(base);
-        vv = *reinterpret_cast<const int4*>(base + hidden);
+        vv = *reinterpret_cast<const int4*>(base + vfromk);
       }
       *reinterpret_cast<int4*>(sK + r * ldh + c) = kv;
       *reinterpret_cast<int4*>(sV + r * ldh + c) = vv;
@@ -230,8 +237,8 @@ __global__ void __launch_bounds__(W * 32)
   lb += __shfl_xor_sync(0xffffffffu, lb, 2);
   const float ia = 1.f / la, ib = 1.f / lb;
   if constexpr (kQ != 0) {
-    uint8_t* qa8 = ctx_q + int64_t(start + qa) * hidden + h * D + 2 * t;
-    uint8_t* qb8 = ctx_q + int64_t(start + qb) * hidden + h * D + 2 * t;
+    uint8_t* qa8 = ctx_q + int64_t(start + qa) * ldo + h * D + 2 * t;
+    uint8_t* qb8 = ctx_q + int64_t(start + qb) * ldo + h * D + 2 * t;
 #pragma unroll
     for (int i = 0; i < 2 * KC; ++i) {
       if (qa < len) {
@@ -263,7 +270,8 @@ int SmCount() {
 
 template <typename T, int D, int kQ>
 void Launch(const void* qkv, const int32_t* cu, int batch, int max_seqlen, int heads, float scale,
-            void* ctx, float out_scale, void* ctx_q, cudaStream_t s) {
+            void* ctx, float out_scale, void* ctx_q, bool interleaved, int ldo,
+            cudaStream_t s) {
   const float sl2 = scale * 1.4426950408889634f;
   const int64_t blocks64 = int64_t((max_seqlen + 63) / 64) * heads * batch;
   T* c = static_cast<T*>(ctx);
@@ -271,11 +279,13 @@ void Launch(const void* qkv, const int32_t* cu, int batch, int max_seqlen, int h
   if (blocks64 < SmCount()) {
     const dim3 grid((max_seqlen + 15) / 16, heads, batch);
     CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 1, kQ>, grid, dim3(32), 0, s,
-                            static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq));
+                            static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq,
+                            interleaved, ldo));
   } else {
     const dim3 grid((max_seqlen + 63) / 64, heads, batch);
     CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 4, kQ>, grid, dim3(128), 0, s,
-                            static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq));
+                            static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq,
+                            interleaved, ldo));
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -287,20 +297,24 @@ bool LaunchAttentionMma(DType dtype, const void* qkv, const int32_t* cu, int bat
                         cudaStream_t s) {
   return DispatchHalfHeadDim(dtype, head_dim, [&](auto tag, auto dim) {
     Launch<decltype(tag), decltype(dim)::value, 0>(qkv, cu, batch, max_seqlen, heads, scale, ctx,
-                                                   1.f, nullptr, s);
+                                                   1.f, nullptr, false, 0, s);
   });
 }
 
 bool LaunchAttentionMmaQuant(DType dtype, const void* qkv, const int32_t* cu, int batch,
                              int max_seqlen, int heads, int head_dim, float scale,
-                             float out_scale, bool fp8, void* ctx_q, cudaStream_t s) {
+                             float out_scale, bool fp8, void* ctx_q, bool interleaved,
+                             int out_ld, cudaStream_t s) {
+  const int ldo = out_ld > 0 ? out_ld : heads * head_dim;
   return DispatchHalfHeadDim(dtype, head_dim, [&](auto tag, auto dim) {
     using T = decltype(tag);
     constexpr int kD = decltype(dim)::value;
     if (fp8)
-      Launch<T, kD, 1>(qkv, cu, batch, max_seqlen, heads, scale, nullptr, out_scale, ctx_q, s);
+      Launch<T, kD, 1>(qkv, cu, batch, max_seqlen, heads, scale, nullptr, out_scale, ctx_q,
+                       interleaved, ldo, s);
     else
-      Launch<T, kD, 2>(qkv, cu, batch, max_seqlen, heads, scale, nullptr, out_scale, ctx_q, s);
+      Launch<T, kD, 2>(qkv, cu, batch, max_seqlen, heads, scale, nullptr, out_scale, ctx_q,
+                       interleaved, ldo, s);
   });
 }
 

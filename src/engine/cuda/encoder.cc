@@ -144,6 +144,11 @@ std::shared_ptr<CudaEncoder> CudaEncoder::Create(const EncoderConfig& config,
     throw Error("encoder options: max_batch and max_seq must be >= 1, got " +
                 std::to_string(options.max_batch) + ", " + std::to_string(options.max_seq));
   }
+  if (options.quant_ffn_chunk_rows < 0 || options.quant_qkv_group_tokens < 0) {
+    throw Error("encoder options: quant_ffn_chunk_rows and quant_qkv_group_tokens must be >= 0 "
+                "(0 = off), got " + std::to_string(options.quant_ffn_chunk_rows) + ", " +
+                std::to_string(options.quant_qkv_group_tokens));
+  }
   if (options.max_seq > config.max_pos) {
     throw Error("encoder options: max_seq " + std::to_string(options.max_seq) +
                 " exceeds the position table (" + std::to_string(config.max_pos) + ")");
@@ -164,6 +169,7 @@ std::shared_ptr<CudaEncoder> CudaEncoder::Create(const EncoderConfig& config,
 
 CudaEncoder::~CudaEncoder() {
   cudaFree(word_);
+  cudaFree(word_scale_);
   cudaFree(pos_);
   cudaFree(type_);
   cudaFree(ln_params_);
@@ -183,7 +189,36 @@ void CudaEncoder::Upload(const EncoderWeights& w) {
     cudaFree(tmp);
     CUDA_CHECK(err);
   };
-  table(w.word, &word_);
+  if (opt_.quant != EncoderQuant::kNone) {
+    // Quantised encoders: the word table in INT8, symmetric per row (scale = max |row| / 127,
+    // nearest-even; an all-zero row keeps scale 1), dequantised by the embedding kernel.
+    const size_t V = cfg_.vocab;
+    std::vector<int8_t> q(V * H);
+    std::vector<float> sc(V);
+    for (size_t r = 0; r < V; ++r) {
+      const float* row = w.word.data() + r * H;
+      float m = 0.f;
+      for (size_t i = 0; i < H; ++i) {
+        if (!std::isfinite(row[i])) {
+          throw Error("encoder weights: word embedding row " + std::to_string(r) +
+                      " holds a non-finite value");
+        }
+        m = std::max(m, std::fabs(row[i]));
+      }
+      sc[r] = m > 0.f ? m / 127.f : 1.f;
+      for (size_t i = 0; i < H; ++i) {
+        const float v = std::nearbyint(row[i] / sc[r]);
+        q[r * H + i] = int8_t(std::max(-127.f, std::min(127.f, v)));
+      }
+    }
+    CUDA_CHECK(cudaMalloc(&word_, q.size()));
+    CUDA_CHECK(cudaMemcpy(word_, q.data(), q.size(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&word_scale_, V * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(word_scale_, sc.data(), V * sizeof(float), cudaMemcpyHostToDevice));
+    table_bytes_ += q.size() + V * sizeof(float);
+  } else {
+    table(w.word, &word_);
+  }
   table(w.pos, &pos_);
   table(w.type, &type_);
   // LayerNorm parameters: (1 + 2 * layers) pairs of [H] FP32.
@@ -206,6 +241,7 @@ void CudaEncoder::Upload(const EncoderWeights& w) {
   const GemmEpilogue gelu = (dt == DType::kF32 || opt_.exact_gelu) ? GemmEpilogue::kBiasGelu
                                                                    : GemmEpilogue::kBiasGeluTanh;
   const int Hi = cfg_.hidden, I = cfg_.intermediate;
+  if (opt_.quant != EncoderQuant::kNone) qkv_interleaved_ = WantQkvGroups();  // encoder_quant.cc
   for (int l = 0; l < cfg_.layers; ++l) {
     const auto& L = w.layers[l];
     Layer d;
@@ -299,12 +335,15 @@ CudaEncoderContext::CudaEncoderContext(std::shared_ptr<CudaEncoder> enc) : enc_(
   // U holds QKV + attention context, then the FFN activation, then the slot logits.
   union_cols_ = std::max({4 * c.hidden, c.intermediate, ns_pad_});
   const size_t es = DTypeSize(o.dtype), T = max_tokens_, B = max_batch_, H = c.hidden;
+  // Quantised encoders: as large as the largest bucket needs (head groups, FFN chunks).
+  u_bytes_ = o.quant != EncoderQuant::kNone ? QuantUnionBytes() : T * union_cols_ * es;
+  xq_ffn_in_u_ = o.quant != EncoderQuant::kNone && o.quant_ffn_chunk_rows > 0;
   auto carve_device = [&](Carver& cv) {
     d_ids_ = cv.Take<int32_t>(T * 4);
     d_types_ = cv.Take<int32_t>(T * 4);
     d_cu_ = cv.Take<int32_t>((B + 1) * 4);
     d_x_ = cv.Take<void>(T * H * es);
-    d_u_ = cv.Take<void>(T * union_cols_ * es);
+    d_u_ = cv.Take<void>(u_bytes_);
     d_cls_ = cv.Take<void>(B * H * es);
     d_pooled_ = cv.Take<void>(B * H * es);
     d_intent_ = cv.Take<void>(B * ni_pad_ * es);
@@ -405,8 +444,14 @@ void CudaEncoderContext::Enqueue(int Tb, int Bb, int Sb) {
   CUDA_CHECK(cudaMemcpyAsync(d_ids_, h_ids_, size_t(Tb) * 4, cudaMemcpyHostToDevice, s));
   CUDA_CHECK(cudaMemcpyAsync(d_types_, h_types_, size_t(Tb) * 4, cudaMemcpyHostToDevice, s));
   CUDA_CHECK(cudaMemcpyAsync(d_cu_, h_cu_, size_t(Bb + 1) * 4, cudaMemcpyHostToDevice, s));
-  EmbeddingLayerNorm(dt, d_ids_, d_types_, d_cu_, Bb, Tb, e.word_, c.vocab, e.pos_, c.max_pos,
-                     e.type_, c.type_vocab, e.emb_g_, e.emb_b_, c.eps, H, d_x_, s);
+  if (e.word_scale_) {
+    EmbeddingLayerNormInt8Word(dt, d_ids_, d_types_, d_cu_, Bb, Tb, e.word_, e.word_scale_,
+                               c.vocab, e.pos_, c.max_pos, e.type_, c.type_vocab, e.emb_g_,
+                               e.emb_b_, c.eps, H, d_x_, s);
+  } else {
+    EmbeddingLayerNorm(dt, d_ids_, d_types_, d_cu_, Bb, Tb, e.word_, c.vocab, e.pos_, c.max_pos,
+                       e.type_, c.type_vocab, e.emb_g_, e.emb_b_, c.eps, H, d_x_, s);
+  }
   void* qkv = d_u_;
   void* ctx = static_cast<char*>(d_u_) + size_t(Tb) * 3 * H * es;
   const float scale = 1.f / std::sqrt(float(c.head_dim()));

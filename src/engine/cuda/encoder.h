@@ -97,6 +97,21 @@ struct EncoderOptions {
   // Quantised encoders: attention writes the output GEMM's 8-bit input itself where its kernel
   // can (AttentionQuantSupported, encoder_quant.h), skipping a quantise pass.
   bool quant_fuse_attention = true;
+  // Quantised encoders, activation memory (PERFORMANCE.md G5). Both are row-independent splits,
+  // so results do not depend on them beyond the GEMMs' own choice of algorithm per row count
+  // (INT8: bit-identical; FP8: cuBLASLt may accumulate in another order).
+  // quant_ffn_chunk_rows: a bucket of more tokens runs FFN1 -> quantise -> FFN2 (+residual) in
+  // chunks of this many rows, the chunk's FFN activation and its 8-bit copy living in the shared
+  // activation buffer; 0 = the whole bucket at once (FFN activation [T, I] plus a separate
+  // [T, I] 8-bit buffer where FFN1 cannot write E4M3 itself).
+  int quant_ffn_chunk_rows = 4096;
+  // quant_qkv_group_tokens: a bucket of more tokens runs QKV GEMM + attention in G head groups
+  // (G the smallest divisor of heads with tokens <= G * this, among those whose group width
+  // 3 * head_dim * heads / G is a multiple of 16; else the largest such G), each group's
+  // [T, 3H/G] QKV output in the shared buffer. Needs the fused quantised attention
+  // (quant_fuse_attention and AttentionQuantSupported at creation); the QKV weights' columns are
+  // then stored per head (Q_h K_h V_h) for every bucket. 0 = off.
+  int quant_qkv_group_tokens = 8192;
 };
 
 struct EncoderOutputs {
@@ -125,7 +140,8 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   // GEMM choices per prepared shape ("<M>x<N>x<K> fp16 bias ..." -> "algo .. 0.0123 ms of 31").
   std::map<std::string, std::string> TuningReport() const;
   // Quantised encoders: the path layer 0's four GEMMs took for M rows, "qkv: <path>", ...
-  // (encoder_quant.cc); empty when not quantised.
+  // (encoder_quant.cc; head groups: group 0's view; FFN chunks: the chunk's rows); empty when
+  // not quantised.
   std::vector<std::string> QuantPaths(int M) const;
 
  private:
@@ -135,12 +151,15 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   void SaveCacheIfGrown();
   struct Layer;
   void UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer* d);  // encoder_quant.cc
+  bool WantQkvGroups() const;  // whether the options and shapes ask for head groups
+  bool ValidQkvGroups(int G) const;  // G divides heads, group width a multiple of 16 columns
 
   EncoderConfig cfg_;
   EncoderOptions opt_;
   GemmTuningCache cache_;
   size_t cache_saved_size_ = 0;
-  void* word_ = nullptr;
+  void* word_ = nullptr;       // [vocab, H] in dtype, or int8 when word_scale_ is set
+  float* word_scale_ = nullptr;  // quantised encoders: per-row FP32 scales of the INT8 table
   void* pos_ = nullptr;
   void* type_ = nullptr;
   float* ln_params_ = nullptr;  // all LayerNorm gammas and betas, FP32
@@ -148,11 +167,23 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   struct Layer {
     std::unique_ptr<Gemm> qkv, out, ff1, ff2;          // unquantised encoders
     std::unique_ptr<QuantGemm> qqkv, qout, qff1, qff2;  // quantised encoders
+    // Head groups (qkv_interleaved_): G -> G column views of qqkv, group g = heads
+    // [g * heads / G, (g + 1) * heads / G) as [Q_h K_h V_h]...
+    std::map<int, std::vector<std::unique_ptr<QuantGemm>>> qkv_groups;
     const float *ln1_g, *ln1_b, *ln2_g, *ln2_b;
   };
   const float *emb_g_ = nullptr, *emb_b_ = nullptr;
   std::vector<Layer> layers_;
   std::unique_ptr<Gemm> pooler_, intent_, slot_;
+  // Quantised encoders (encoder_quant.cc): QKV weights stored per head for head groups.
+  bool qkv_interleaved_ = false;
+
+ public:
+  // Quantised encoders: the head groups and the FFN chunk rows a bucket of Tb tokens runs with
+  // (1 and Tb when the options leave them off); the activation buffer bytes it needs.
+  int QkvGroups(int Tb) const;
+  int FfnChunkRows(int Tb) const;
+  bool qkv_interleaved() const { return qkv_interleaved_; }
 };
 
 class CudaEncoderContext {
@@ -170,6 +201,8 @@ class CudaEncoderContext {
   void Warmup(const std::vector<std::pair<int, int>>& batch_x_seq);
 
   size_t device_bytes() const { return device_bytes_; }  // activations + workspace of this context
+  // The shared activation buffer (QKV, attention context, FFN activation, slot logits) of it.
+  size_t activation_union_bytes() const { return u_bytes_; }
   int graphs() const { return int(graphs_.size()); }
   // Device time of each Run's replayed graph (host-to-device copies, every kernel, the copies
   // back), from CUDA events around the launch: how the peers are timed. Off by default (two
@@ -197,6 +230,8 @@ class CudaEncoderContext {
   void EnqueueQuantLayer(int l, int Tb, int Sb, int Bb);
   void RunQuantGemm(QuantGemm& g, const void* xq, int M, void* y, const void* residual);
   void RecordAmax(const void* x, int64_t n, int slot);
+  size_t QuantUnionBytes() const;  // d_u_ bytes of a quantised encoder: max over its buckets
+  size_t QuantAccBytes() const;    // the scratch of non-fused quantised GEMMs: max over buckets
 
   std::shared_ptr<CudaEncoder> enc_;
   int max_tokens_ = 0, max_batch_ = 0;
@@ -206,6 +241,7 @@ class CudaEncoderContext {
   void* dev_ = nullptr;    // one allocation, carved below
   void* host_ = nullptr;   // pinned staging, carved below
   size_t device_bytes_ = 0;
+  size_t u_bytes_ = 0;
   int32_t *d_ids_, *d_types_, *d_cu_;
   void *d_x_, *d_u_, *d_cls_, *d_pooled_, *d_intent_;
   float *d_intent_logits_, *d_intent_probs_, *d_slot_logits_;
@@ -220,8 +256,11 @@ class CudaEncoderContext {
   // Quantised encoders: 8-bit copy of the current GEMM input [T, H]; of the FFN activation
   // [T, I] where FFN1 does not write it in E4M3 itself; the accumulator scratch of non-fused
   // quantised GEMMs (the last two allocated at the first bucket that needs them).
+  // With FFN chunks (quant_ffn_chunk_rows), the chunk's FFN1 output and its 8-bit copy live in
+  // d_u_ (xq_ffn_in_u_), and d_xq_ffn_ is never allocated.
   void* d_xq_ = nullptr;
   void* d_xq_ffn_ = nullptr;
+  bool xq_ffn_in_u_ = false;
   void* d_acc_ = nullptr;
   int acc_rows_ = 0;
   float* d_amax_ = nullptr;  // [layers][4] calibration maxima

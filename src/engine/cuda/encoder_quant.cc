@@ -157,8 +157,32 @@ void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer*
   const bool fp8 = q == QuantType::kFp8E4M3;
   const WeightScaling sc = fp8 ? opt_.fp8_weight_scaling : WeightScaling::kPerChannel;
   const bool fa = fp8 && opt_.fp8_fast_accum;
-  d->qqkv = std::make_unique<QuantGemm>(w.qkv_w.data(), H, 3 * H, w.qkv_b.data(),
-                                        GemmEpilogue::kBias, q, s[0], dt, rows, sc, fa);
+  if (qkv_interleaved_) {
+    // Head groups: QKV columns stored per head, [Q_h K_h V_h] for h = 0..heads-1 (column c of
+    // part p (Q, K, V), head h, offset d moves to h * 3D + p * D + d); per-channel scales and
+    // bias move with their columns (a per-tensor scale is the same over any order). Group g of
+    // G is then the contiguous column range of its heads: a view of the one GEMM.
+    const int D = cfg_.head_dim(), heads = cfg_.heads;
+    std::vector<float> pw(w.qkv_w.size()), pb(3 * size_t(H));
+    for (int c = 0; c < 3 * H; ++c) {
+      const int p = c / H, h = (c % H) / D, d = c % D;
+      const int nc = h * 3 * D + p * D + d;
+      pb[nc] = w.qkv_b[c];
+      for (int k = 0; k < H; ++k) pw[size_t(k) * 3 * H + nc] = w.qkv_w[size_t(k) * 3 * H + c];
+    }
+    d->qqkv = std::make_unique<QuantGemm>(pw.data(), H, 3 * H, pb.data(), GemmEpilogue::kBias, q,
+                                          s[0], dt, rows, sc, fa);
+    for (int G = 2; G <= heads; ++G) {
+      if (!ValidQkvGroups(G)) continue;
+      const int width = heads / G * 3 * D;
+      auto& views = d->qkv_groups[G];
+      for (int g = 0; g < G; ++g)
+        views.push_back(std::make_unique<QuantGemm>(*d->qqkv, g * width, width));
+    }
+  } else {
+    d->qqkv = std::make_unique<QuantGemm>(w.qkv_w.data(), H, 3 * H, w.qkv_b.data(),
+                                          GemmEpilogue::kBias, q, s[0], dt, rows, sc, fa);
+  }
   d->qout = std::make_unique<QuantGemm>(w.out_w.data(), H, H, w.out_b.data(), GemmEpilogue::kBias,
                                         q, s[1], dt, rows, sc, fa);
   d->qff1 = std::make_unique<QuantGemm>(w.ff1_w.data(), H, I, w.ff1_b.data(), gelu, q, s[2], dt,
@@ -170,14 +194,112 @@ void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer*
   }
 }
 
+bool CudaEncoder::ValidQkvGroups(int G) const {
+  const int heads = cfg_.heads;
+  return G >= 1 && G <= heads && heads % G == 0 && (heads / G * 3 * cfg_.head_dim()) % 16 == 0;
+}
+
+bool CudaEncoder::WantQkvGroups() const {
+  const int T = opt_.max_tokens ? opt_.max_tokens : opt_.max_batch * opt_.max_seq;
+  if (opt_.quant == EncoderQuant::kNone || opt_.quant_qkv_group_tokens <= 0 ||
+      T <= opt_.quant_qkv_group_tokens || !opt_.quant_fuse_attention ||
+      !AttentionQuantSupported(opt_.dtype, cfg_.head_dim())) {
+    return false;
+  }
+  for (int G = 2; G <= cfg_.heads; ++G)
+    if (ValidQkvGroups(G)) return true;
+  return false;
+}
+
+int CudaEncoder::QkvGroups(int Tb) const {
+  if (!qkv_interleaved_ || Tb <= opt_.quant_qkv_group_tokens) return 1;
+  // The smallest G whose group QKV output [Tb, 3H/G] (dtype) and 8-bit context [Tb, H] take no
+  // more than an ungrouped bucket of quant_qkv_group_tokens tokens ([threshold, 3H], dtype).
+  const double es = double(DTypeSize(opt_.dtype)), H = cfg_.hidden;
+  const double limit = double(opt_.quant_qkv_group_tokens) * 3 * H * es;
+  int best = 1;
+  for (int G = 2; G <= cfg_.heads; ++G) {
+    if (!ValidQkvGroups(G)) continue;
+    best = G;
+    if (double(Tb) * (3 * H / G * es + H) <= limit) return G;
+  }
+  return best;  // none fits: the finest grouping there is
+}
+
+int CudaEncoder::FfnChunkRows(int Tb) const {
+  const int C = opt_.quant_ffn_chunk_rows;
+  return opt_.quant != EncoderQuant::kNone && C > 0 && Tb > C ? C : Tb;
+}
+
+namespace {
+size_t Align256(size_t n) { return (n + 255) & ~size_t(255); }
+
+// Every token bucket a context of max_tokens can run (CudaEncoderContext::TokenBucket's values).
+std::vector<int> AllBuckets(int max_tokens) {
+  std::vector<int> b;
+  for (int t = 1; t <= max_tokens; ++t) {
+    const int tb = CudaEncoderContext::TokenBucket(t, max_tokens);
+    if (b.empty() || b.back() != tb) b.push_back(tb);
+  }
+  return b;
+}
+}  // namespace
+
+// d_u_ of a quantised encoder, per bucket Tb with G = QkvGroups(Tb), m = FfnChunkRows(Tb):
+//   attention: ungrouped [Tb, 3H] QKV (+ [Tb, H] context in dtype unless the attention writes
+//     its 8-bit output straight into d_xq_, as it always does with head groups); grouped:
+//     [Tb, 3H/G] QKV then the [Tb, H] 8-bit context (d_xq_ still holds the QKV input);
+//   FFN: chunks (quant_ffn_chunk_rows > 0): [m, I] FFN1 output then its [m, I] 8-bit copy;
+//     else [Tb, I] (the 8-bit copy, where needed, in d_xq_ffn_);
+//   slot head: [Tb, ns_pad].
+size_t CudaEncoderContext::QuantUnionBytes() const {
+  const CudaEncoder& e = *enc_;
+  const EncoderConfig& c = e.cfg_;
+  const size_t es = DTypeSize(e.opt_.dtype), H = c.hidden, I = c.intermediate;
+  size_t need = 0;
+  for (int tb : AllBuckets(max_tokens_)) {
+    const size_t Tb = tb, G = e.QkvGroups(tb), m = e.FfnChunkRows(tb);
+    size_t att = e.qkv_interleaved_ ? Tb * 3 * H * es : Tb * 4 * H * es;
+    if (G > 1) att = Align256(Tb * 3 * H / G * es) + Tb * H;
+    const size_t ffn = e.opt_.quant_ffn_chunk_rows > 0 ? Align256(m * I * es) + m * I
+                                                       : Tb * I * es;
+    need = std::max({need, att, ffn, Tb * size_t(ns_pad_) * es});
+  }
+  return need;
+}
+
+// The int32/FP32 scratch: the largest row block times N of any quantised GEMM call, over every
+// bucket (rows per call: RunQuantGemm's acc_rows_ pieces; FFN calls within their chunks).
+size_t CudaEncoderContext::QuantAccBytes() const {
+  const CudaEncoder& e = *enc_;
+  const EncoderConfig& c = e.cfg_;
+  const size_t H = c.hidden, I = c.intermediate;
+  const size_t a = size_t(acc_rows_);
+  size_t need = 0;
+  for (int tb : AllBuckets(max_tokens_)) {
+    const size_t Tb = tb, G = e.QkvGroups(tb), m = e.FfnChunkRows(tb);
+    need = std::max({need, std::min(Tb, a) * 3 * H / G, std::min(Tb, a) * H,
+                     std::min(m, a) * std::max(I, H)});
+  }
+  return need * 4;
+}
+
 std::vector<std::string> CudaEncoder::QuantPaths(int M) const {
   std::vector<std::string> r;
   if (layers_.empty() || !layers_[0].qqkv) return r;
   const Layer& L = layers_[0];
-  r.push_back("qkv: " + L.qqkv->path(M));
+  const int G = QkvGroups(M), C = FfnChunkRows(M);
+  const std::string rows = C < M ? " (rows in chunks of " + std::to_string(C) + ")" : "";
+  if (G > 1) {
+    r.push_back("qkv: " + std::to_string(G) + " head groups of " +
+                std::to_string(L.qkv_groups.at(G)[0]->N()) + " columns: " +
+                L.qkv_groups.at(G)[0]->path(M));
+  } else {
+    r.push_back("qkv: " + L.qqkv->path(M));
+  }
   r.push_back("out: " + L.qout->path(M));
-  r.push_back("ff1: " + L.qff1->path(M));
-  r.push_back("ff2: " + L.qff2->path(M));
+  r.push_back("ff1: " + L.qff1->path(C) + rows);
+  r.push_back("ff2: " + L.qff2->path(C) + rows);
   return r;
 }
 
@@ -213,33 +335,44 @@ void CudaEncoderContext::PrepareQuant(int Tb) {
   const int chunk_opt = e.opt_.quant_chunk_rows > 0 ? e.opt_.quant_chunk_rows : max_tokens_;
   if (acc_rows_ == 0) acc_rows_ = std::min(chunk_opt, max_tokens_);
   bool need_acc = false, need_xq_ffn = false;
-  for (auto& L : e.layers_) {
-    const std::pair<QuantGemm*, bool> gemms[] = {
-        {L.qqkv.get(), false}, {L.qout.get(), true}, {L.qff1.get(), false}, {L.qff2.get(), true}};
-    for (auto [g, res] : gemms) {
-      if (Tb > acc_rows_) {  // chunk size first: a scratch path never prepares all Tb rows
-        g->Prepare(acc_rows_, res, ws, stream_);
-        const bool fused = g->Fused(acc_rows_, res);
-        if (fused) g->Prepare(Tb, res, ws, stream_);
-        if (!fused || !g->Fused(Tb, res)) {
-          need_acc = true;
-          if (Tb % acc_rows_) g->Prepare(Tb % acc_rows_, res, ws, stream_);
-        }
-        continue;
+  // Prepares what RunQuantGemm(g, M rows) will run.
+  auto prepare = [&](QuantGemm* g, int M, bool res) {
+    if (M > acc_rows_) {  // chunk size first: a scratch path never prepares all M rows
+      g->Prepare(acc_rows_, res, ws, stream_);
+      const bool fused = g->Fused(acc_rows_, res);
+      if (fused) g->Prepare(M, res, ws, stream_);
+      if (!fused || !g->Fused(M, res)) {
+        need_acc = true;
+        if (M % acc_rows_) g->Prepare(M % acc_rows_, res, ws, stream_);
       }
-      g->Prepare(Tb, res, ws, stream_);
-      if (!g->Fused(Tb, res)) need_acc = true;
+      return;
     }
-    need_xq_ffn = need_xq_ffn || !L.qff1->QuantisedOutput(Tb);
+    g->Prepare(M, res, ws, stream_);
+    if (!g->Fused(M, res)) need_acc = true;
+  };
+  const int G = e.QkvGroups(Tb), C = e.FfnChunkRows(Tb);
+  std::vector<int> ffn_rows{C};  // the FFN's row counts per call: chunks and the remainder
+  if (Tb % C) ffn_rows.push_back(Tb % C);
+  for (auto& L : e.layers_) {
+    if (G == 1) {
+      prepare(L.qqkv.get(), Tb, false);
+    } else {
+      for (auto& v : L.qkv_groups.at(G)) prepare(v.get(), Tb, false);
+    }
+    prepare(L.qout.get(), Tb, true);
+    for (int m : ffn_rows) {
+      prepare(L.qff1.get(), m, false);
+      prepare(L.qff2.get(), m, true);
+      need_xq_ffn = need_xq_ffn || !L.qff1->QuantisedOutput(m);
+    }
   }
-  if (need_xq_ffn && !d_xq_ffn_) {
+  if (need_xq_ffn && !xq_ffn_in_u_ && !d_xq_ffn_) {
     const size_t bytes = size_t(max_tokens_) * e.cfg_.intermediate;
     CUDA_CHECK(cudaMalloc(&d_xq_ffn_, bytes));
     device_bytes_ += bytes;
   }
   if (need_acc && !d_acc_) {
-    const EncoderConfig& c = e.cfg_;
-    const size_t bytes = size_t(acc_rows_) * std::max(3 * c.hidden, c.intermediate) * 4;
+    const size_t bytes = QuantAccBytes();  // every bucket's largest call: allocated once
     CUDA_CHECK(cudaMalloc(&d_acc_, bytes));
     device_bytes_ += bytes;
   }
@@ -278,29 +411,64 @@ void CudaEncoderContext::EnqueueQuantLayer(int l, int Tb, int Sb, int Bb) {
   // Fused LayerNorms: the previous layer's LN2 already wrote this layer's QKV input.
   const bool fuse = e.opt_.quant_fuse_layernorm && LayerNormQuantSupported(H);
   if (l == 0 || !fuse) QuantizeActivations(dt, d_x_, TH, L.qqkv->x_scale(), q, d_xq_, s);
-  RunQuantGemm(*L.qqkv, d_xq_, Tb, qkv, nullptr);
-  if (e.opt_.quant_fuse_attention && AttentionQuantSupported(dt, c.head_dim())) {
-    // The attention output straight in 8 bits: the output GEMM's input, no quantise pass.
-    AttentionQuant(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, L.qout->x_scale(), q,
-                   d_xq_, s);
-  } else {
-    Attention(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, ctx, s);
-    QuantizeActivations(dt, ctx, TH, L.qout->x_scale(), q, d_xq_, s);
+  if (e.qkv_interleaved_ && !AttentionQuantSupported(dt, c.head_dim())) {
+    throw Error("quantised encoder: its QKV weights are stored per head (quant_qkv_group_tokens "
+                "> 0 at creation), which needs the quantised-output attention kernel (attention "
+                "variant 1); create the encoder with quant_qkv_group_tokens = 0 to run with "
+                "another attention variant", Code::kFailedPrecondition);
   }
-  RunQuantGemm(*L.qout, d_xq_, Tb, d_x_, d_x_);  // x = ctx . Wo + bo + x, in place
+  const int G = e.QkvGroups(Tb);
+  void* cq = d_xq_;  // the output GEMM's 8-bit input (the attention context)
+  if (G > 1) {
+    // Head groups: group g's [Tb, 3H/G] QKV in U, its heads' context columns into an 8-bit
+    // [Tb, H] context after it (d_xq_ holds the QKV input until the last group has run).
+    cq = static_cast<char*>(d_u_) + Align256(size_t(Tb) * 3 * H / G * es);
+    // Attention writes no row outside every sequence: zero them (the region held the FFN's
+    // bytes, which as E4M3 may be NaN codes) so padding rows compute on defined, finite values
+    // as everywhere else (~2% of the layer's memory traffic; only buckets above the threshold).
+    CUDA_CHECK(cudaMemsetAsync(cq, 0, size_t(Tb) * H, s));
+    const int hg = c.heads / G, width = hg * c.head_dim();
+    const auto& views = L.qkv_groups.at(G);
+    for (int g = 0; g < G; ++g) {
+      RunQuantGemm(*views[g], d_xq_, Tb, qkv, nullptr);
+      AttentionQuant(dt, qkv, d_cu_, Bb, Sb, hg, c.head_dim(), scale, L.qout->x_scale(), q,
+                     static_cast<char*>(cq) + size_t(g) * width, s, true, H);
+    }
+  } else {
+    RunQuantGemm(*L.qqkv, d_xq_, Tb, qkv, nullptr);
+    if (e.qkv_interleaved_ ||
+        (e.opt_.quant_fuse_attention && AttentionQuantSupported(dt, c.head_dim()))) {
+      // The attention output straight in 8 bits: the output GEMM's input, no quantise pass.
+      AttentionQuant(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, L.qout->x_scale(), q,
+                     d_xq_, s, e.qkv_interleaved_);
+    } else {
+      Attention(dt, qkv, d_cu_, Bb, Sb, c.heads, c.head_dim(), scale, ctx, s);
+      QuantizeActivations(dt, ctx, TH, L.qout->x_scale(), q, d_xq_, s);
+    }
+  }
+  RunQuantGemm(*L.qout, cq, Tb, d_x_, d_x_);  // x = ctx . Wo + bo + x, in place
   if (fuse) {
     LayerNormQuant(dt, d_x_, Tb, H, L.ln1_g, L.ln1_b, c.eps, L.qff1->x_scale(), q, d_xq_, s);
   } else {
     LayerNorm(dt, d_x_, nullptr, nullptr, L.ln1_g, L.ln1_b, c.eps, Tb, H, d_x_, s);
     QuantizeActivations(dt, d_x_, TH, L.qff1->x_scale(), q, d_xq_, s);
   }
-  if (L.qff1->QuantisedOutput(Tb)) {  // GELU output straight in E4M3, into U (free now)
-    RunQuantGemm(*L.qff1, d_xq_, Tb, d_u_, nullptr);
-    RunQuantGemm(*L.qff2, d_u_, Tb, d_x_, d_x_);
-  } else {
-    RunQuantGemm(*L.qff1, d_xq_, Tb, d_u_, nullptr);
-    QuantizeActivations(dt, d_u_, int64_t(Tb) * I, L.qff2->x_scale(), q, d_xq_ffn_, s);
-    RunQuantGemm(*L.qff2, d_xq_ffn_, Tb, d_x_, d_x_);
+  // FFN in row chunks of C (one chunk when off): rows are independent, x += FFN(x) in place.
+  const int C = e.FfnChunkRows(Tb);
+  for (int r0 = 0; r0 < Tb; r0 += C) {
+    const int m = std::min(C, Tb - r0);
+    const void* xin = static_cast<const char*>(d_xq_) + size_t(r0) * H;
+    void* xo = static_cast<char*>(d_x_) + size_t(r0) * H * es;
+    if (L.qff1->QuantisedOutput(m)) {  // GELU output straight in E4M3, into U (free now)
+      RunQuantGemm(*L.qff1, xin, m, d_u_, nullptr);
+      RunQuantGemm(*L.qff2, d_u_, m, xo, xo);
+    } else {
+      void* uq = xq_ffn_in_u_ ? static_cast<char*>(d_u_) + Align256(size_t(m) * I * es)
+                              : d_xq_ffn_;
+      RunQuantGemm(*L.qff1, xin, m, d_u_, nullptr);
+      QuantizeActivations(dt, d_u_, int64_t(m) * I, L.qff2->x_scale(), q, uq, s);
+      RunQuantGemm(*L.qff2, uq, m, xo, xo);
+    }
   }
   if (fuse && l + 1 < int(e.layers_.size())) {  // also the next layer's QKV input
     LayerNormQuant(dt, d_x_, Tb, H, L.ln2_g, L.ln2_b, c.eps, e.layers_[l + 1].qqkv->x_scale(), q,

@@ -220,7 +220,12 @@ bool AttentionQuantSupported(DType dtype, int head_dim) {
 
 void AttentionQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch,
                     int max_seqlen, int heads, int head_dim, float scale, float out_scale,
-                    QuantType q, void* ctx_q, cudaStream_t s) {
+                    QuantType q, void* ctx_q, cudaStream_t s, bool qkv_interleaved,
+                    int out_ld) {
+  if (out_ld != 0 && (out_ld < heads * head_dim || out_ld % 2)) {
+    throw Error("AttentionQuant: out_ld must be 0 or an even number >= heads * head_dim (" +
+                std::to_string(heads * head_dim) + "), got " + std::to_string(out_ld));
+  }
   if (batch < 0 || max_seqlen < 0 || heads < 1 || batch > 65535 || heads > 65535 ||
       !(out_scale > 0.f) || !std::isfinite(out_scale)) {
     throw Error("AttentionQuant: need batch in [0, 65535], max_seqlen >= 0, heads in [1, 65535] "
@@ -238,7 +243,8 @@ void AttentionQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int
   if (batch == 0 || max_seqlen == 0) return;
   if (!qkv || !cu_seqlens || !ctx_q) throw Error("AttentionQuant: null qkv, cu_seqlens or ctx_q");
   if (!detail::LaunchAttentionMmaQuant(dtype, qkv, cu_seqlens, batch, max_seqlen, heads, head_dim,
-                                       scale, out_scale, q == QuantType::kFp8E4M3, ctx_q, s)) {
+                                       scale, out_scale, q == QuantType::kFp8E4M3, ctx_q,
+                                       qkv_interleaved, out_ld, s)) {
     throw Error("AttentionQuant: the tensor-core kernel refused head size " +
                 std::to_string(head_dim), Code::kInternal);
   }

@@ -82,10 +82,16 @@ void LayerNormQuant(DType dtype, void* x, int rows, int hidden, const float* gam
 // tensor-core kernel of variant 1 serves the call (FP16/BF16, head size 32/64/128, attention
 // variant 1): AttentionQuantSupported; elsewhere AttentionQuant throws (callers use Attention +
 // QuantizeActivations). Rows outside every sequence are not written.
+// qkv_interleaved: qkv rows are laid out per head, [Q_0 K_0 V_0 | Q_1 K_1 V_1 | ...] (3 *
+// head_dim columns per head, row stride 3 * heads * head_dim), as the QKV GEMM of a quantised
+// encoder with head groups writes them (EncoderOptions::quant_qkv_group_tokens). out_ld: row
+// stride of ctx_q in bytes (0: heads * head_dim): a head group writes its columns of the full
+// [tokens, hidden] context, ctx_q then pointing at the group's first column.
 bool AttentionQuantSupported(DType dtype, int head_dim);
 void AttentionQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch,
                     int max_seqlen, int heads, int head_dim, float scale, float out_scale,
-                    QuantType q, void* ctx_q, cudaStream_t stream);
+                    QuantType q, void* ctx_q, cudaStream_t stream, bool qkv_interleaved = false,
+                    int out_ld = 0);
 
 // Device helper (encoder_quant.cu): amax[0] = max(amax[0], max_i |x[i]|) over n elements of
 // `dtype`; amax is one FP32 value on the device holding a non-negative number.

@@ -63,6 +63,15 @@ void EmbeddingLayerNorm(DType dtype, const int32_t* ids, const int32_t* type_ids
                         int vocab, const void* pos, int max_pos, const void* type, int type_vocab,
                         const float* gamma, const float* beta, float eps, int hidden, void* y,
                         cudaStream_t stream);
+// The same with an INT8 word table (quantised encoders): word_q [vocab, hidden] int8 and
+// word_scale [vocab] FP32, row id's word values being word_scale[id] * word_q[id][i] (in FP32),
+// then summed with the position and type rows (in `dtype`) and normalised exactly as above.
+void EmbeddingLayerNormInt8Word(DType dtype, const int32_t* ids, const int32_t* type_ids,
+                                const int32_t* cu_seqlens, int batch, int rows,
+                                const void* word_q, const float* word_scale, int vocab,
+                                const void* pos, int max_pos, const void* type, int type_vocab,
+                                const float* gamma, const float* beta, float eps, int hidden,
+                                void* y, cudaStream_t stream);
 
 // Multi-head self-attention over packed sequences, softmax in FP32 (max-subtracted).
 // qkv: [rows, 3*heads*head_dim] as Q | K | V; ctx: [rows, heads*head_dim]. `batch` and

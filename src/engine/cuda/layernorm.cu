@@ -8,6 +8,7 @@
 // Both read the whole row before writing any of it, so y may alias x or residual.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.h"
@@ -71,20 +72,30 @@ __device__ __forceinline__ EmbedRows FindEmbedRows(const int32_t* ids, const int
           type_ids ? min(max(type_ids[t], 0), type_vocab - 1) : 0};
 }
 
+// One word-table value in FP32: the table's own type, or an INT8 table (EmbeddingLayerNormInt8Word)
+// dequantised with its row's scale.
 template <typename T>
+__device__ __forceinline__ float WordValue(T v, float) { return ToF(v); }
+__device__ __forceinline__ float WordValue(int8_t v, float row_scale) {
+  return row_scale * float(v);
+}
+
+// WT: the word table's element type, T or int8_t (then word_scale holds one FP32 scale per row).
+template <typename T, typename WT = T>
 __global__ void EmbedKernel(const int32_t* ids, const int32_t* type_ids, const int32_t* cu,
-                            int batch, const T* word, int vocab, const T* pos, int max_pos,
+                            int batch, const WT* word, int vocab, const T* pos, int max_pos,
                             const T* type, int type_vocab, const float* gamma, const float* beta,
-                            float eps, int hidden, T* y) {
+                            float eps, int hidden, T* y, const float* word_scale = nullptr) {
   extern __shared__ float row[];
   __shared__ float red[32];
   const int t = blockIdx.x;
   const EmbedRows r = FindEmbedRows(ids, type_ids, cu, batch, vocab, max_pos, type_vocab, t);
-  const T* w = word + r.word * hidden;
+  const WT* w = word + r.word * hidden;
   const T* pe = pos + r.pos * hidden;
   const T* te = type + r.type * hidden;
+  const float ws = word_scale ? word_scale[r.word] : 1.f;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x)
-    row[i] = ToF(w[i]) + ToF(pe[i]) + ToF(te[i]);
+    row[i] = WordValue(w[i], ws) + ToF(pe[i]) + ToF(te[i]);
   __syncthreads();
   NormaliseRow(row, gamma, beta, eps, hidden, y + int64_t(t) * hidden, red);
 }
@@ -128,19 +139,25 @@ __device__ __forceinline__ void WarpNormaliseStore(float (&v)[NV][16 / sizeof(T)
 }
 
 // The embedding sum + LayerNorm as variant 1: one warp per token row.
-template <typename T, int NV>
+// WT = int8_t: the word row is E int8 values per vector (an E-byte load), times its row's scale
+// (word_scale), added first as the table's value would be.
+template <typename T, int NV, typename WT = T>
 __global__ void __launch_bounds__(256)
     EmbedWarpKernel(const int32_t* ids, const int32_t* type_ids, const int32_t* cu, int batch,
-                    const T* word, int vocab, const T* pos, int max_pos, const T* type,
+                    const WT* word, int vocab, const T* pos, int max_pos, const T* type,
                     int type_vocab, const float* gamma, const float* beta, float eps, int rows,
-                    int hidden, T* y) {
+                    int hidden, T* y, const float* word_scale = nullptr) {
   constexpr int E = 16 / sizeof(T);
+  constexpr bool kQ8 = std::is_same_v<WT, int8_t>;
   PdlWaitThenTrigger();
   const int t = int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5);
   const int lane = threadIdx.x & 31;
   if (t >= rows) return;
   const EmbedRows r = FindEmbedRows(ids, type_ids, cu, batch, vocab, max_pos, type_vocab, t);
-  const T* rows3[3] = {word + r.word * hidden, pos + r.pos * hidden, type + r.type * hidden};
+  const T* rows3[3] = {kQ8 ? nullptr : reinterpret_cast<const T*>(word + r.word * hidden),
+                       pos + r.pos * hidden, type + r.type * hidden};
+  const int8_t* wq = kQ8 ? reinterpret_cast<const int8_t*>(word + r.word * hidden) : nullptr;
+  const float ws = kQ8 ? word_scale[r.word] : 1.f;
   const int nvec = hidden / E;
   float v[NV][E];
   float s = 0.f;
@@ -150,8 +167,15 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int e = 0; e < E; ++e) v[i][e] = 0.f;
     if (idx < nvec) {
+      if constexpr (kQ8) {
+        using QVec = std::conditional_t<E == 8, uint2, uint32_t>;  // E bytes
+        alignas(8) int8_t a[E];
+        *reinterpret_cast<QVec*>(a) = *reinterpret_cast<const QVec*>(wq + idx * E);
 #pragma unroll
-      for (int r = 0; r < 3; ++r) {
+        for (int e = 0; e < E; ++e) v[i][e] += ws * float(a[e]);
+      }
+#pragma unroll
+      for (int r = kQ8 ? 1 : 0; r < 3; ++r) {
         alignas(16) T a[E];
         *reinterpret_cast<int4*>(a) = *reinterpret_cast<const int4*>(rows3[r] + idx * E);
 #pragma unroll
@@ -273,41 +297,47 @@ void LayerNorm(DType t, const void* x, const void* bias, const void* residual, c
   CUDA_CHECK_LAUNCH();
 }
 
-void EmbeddingLayerNorm(DType t, const int32_t* ids, const int32_t* type_ids,
-                        const int32_t* cu_seqlens, int batch, int rows, const void* word,
-                        int vocab, const void* pos, int max_pos, const void* type, int type_vocab,
-                        const float* gamma, const float* beta, float eps, int hidden, void* y,
-                        cudaStream_t s) {
-  CheckHidden(hidden, "EmbeddingLayerNorm");
+namespace {
+
+// The embedding launch for a word table of WT (the activation type, or int8_t with row scales).
+template <bool kQ8>
+void LaunchEmbedding(const char* who, DType t, const int32_t* ids, const int32_t* type_ids,
+                     const int32_t* cu_seqlens, int batch, int rows, const void* word,
+                     const float* word_scale, int vocab, const void* pos, int max_pos,
+                     const void* type, int type_vocab, const float* gamma, const float* beta,
+                     float eps, int hidden, void* y, cudaStream_t s) {
+  CheckHidden(hidden, who);
   if (batch < 1 || rows < 0 || vocab < 1 || max_pos < 1 || type_vocab < 1) {
-    throw Error("EmbeddingLayerNorm: need batch >= 1, rows >= 0 and non-empty tables, got batch=" +
+    throw Error(std::string(who) + ": need batch >= 1, rows >= 0 and non-empty tables, got batch=" +
                 std::to_string(batch) + " rows=" + std::to_string(rows) + " vocab=" +
                 std::to_string(vocab) + " max_pos=" + std::to_string(max_pos) +
                 " type_vocab=" + std::to_string(type_vocab));
   }
   if (rows == 0) return;
-  if (!ids || !cu_seqlens || !word || !pos || !type || !gamma || !beta || !y) {
-    throw Error("EmbeddingLayerNorm: null ids, cu_seqlens, table or output");
+  if (!ids || !cu_seqlens || !word || !pos || !type || !gamma || !beta || !y ||
+      (kQ8 && !word_scale)) {
+    throw Error(std::string(who) + ": null ids, cu_seqlens, table, scales or output");
   }
   const size_t smem = size_t(hidden) * sizeof(float);
   const bool warp_variant = GetKernelVariants().layernorm == 1;
   DispatchDType(t, [&](auto tag) {
     using T = decltype(tag);
+    using WT = std::conditional_t<kQ8, int8_t, T>;
     constexpr int E = 16 / sizeof(T);
     if (warp_variant && hidden % E == 0 && hidden <= 1024 && Aligned16(word) && Aligned16(pos) &&
         Aligned16(type) && Aligned16(y) && Aligned16(gamma) && Aligned16(beta)) {
       // Plain launch (no PDL): its predecessors in a graph are the host-to-device copies.
       const unsigned grid = unsigned((int64_t(rows) * 32 + 255) / 256);
-      const auto* w = static_cast<const T*>(word);
+      const auto* w = static_cast<const WT*>(word);
       const auto* pe = static_cast<const T*>(pos);
       const auto* te = static_cast<const T*>(type);
       auto* out = static_cast<T*>(y);
       switch ((hidden / E + 31) / 32) {
 #define HL_EMB_CASE(NV)                                                                     \
   case NV:                                                                                  \
-    EmbedWarpKernel<T, NV><<<grid, 256, 0, s>>>(ids, type_ids, cu_seqlens, batch, w, vocab,   \
-                                                pe, max_pos, te, type_vocab, gamma, beta, eps, \
-                                                rows, hidden, out);                          \
+    EmbedWarpKernel<T, NV, WT><<<grid, 256, 0, s>>>(ids, type_ids, cu_seqlens, batch, w,    \
+                                                    vocab, pe, max_pos, te, type_vocab, gamma, \
+                                                    beta, eps, rows, hidden, out, word_scale); \
     return;
         HL_EMB_CASE(1) HL_EMB_CASE(2) HL_EMB_CASE(3) HL_EMB_CASE(4)
         HL_EMB_CASE(5) HL_EMB_CASE(6) HL_EMB_CASE(7) HL_EMB_CASE(8)
@@ -315,13 +345,36 @@ void EmbeddingLayerNorm(DType t, const int32_t* ids, const int32_t* type_ids,
         default: break;
       }
     }
-    AllowSmem(EmbedKernel<T>, smem);
-    EmbedKernel<T><<<rows, kThreads, smem, s>>>(
-        ids, type_ids, cu_seqlens, batch, static_cast<const T*>(word), vocab,
+    AllowSmem(EmbedKernel<T, WT>, smem);
+    EmbedKernel<T, WT><<<rows, kThreads, smem, s>>>(
+        ids, type_ids, cu_seqlens, batch, static_cast<const WT*>(word), vocab,
         static_cast<const T*>(pos), max_pos, static_cast<const T*>(type), type_vocab, gamma, beta,
-        eps, hidden, static_cast<T*>(y));
+        eps, hidden, static_cast<T*>(y), word_scale);
   });
   CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void EmbeddingLayerNorm(DType t, const int32_t* ids, const int32_t* type_ids,
+                        const int32_t* cu_seqlens, int batch, int rows, const void* word,
+                        int vocab, const void* pos, int max_pos, const void* type, int type_vocab,
+                        const float* gamma, const float* beta, float eps, int hidden, void* y,
+                        cudaStream_t s) {
+  LaunchEmbedding<false>("EmbeddingLayerNorm", t, ids, type_ids, cu_seqlens, batch, rows, word,
+                         nullptr, vocab, pos, max_pos, type, type_vocab, gamma, beta, eps, hidden,
+                         y, s);
+}
+
+void EmbeddingLayerNormInt8Word(DType t, const int32_t* ids, const int32_t* type_ids,
+                                const int32_t* cu_seqlens, int batch, int rows,
+                                const void* word_q, const float* word_scale, int vocab,
+                                const void* pos, int max_pos, const void* type, int type_vocab,
+                                const float* gamma, const float* beta, float eps, int hidden,
+                                void* y, cudaStream_t s) {
+  LaunchEmbedding<true>("EmbeddingLayerNormInt8Word", t, ids, type_ids, cu_seqlens, batch, rows,
+                        word_q, word_scale, vocab, pos, max_pos, type, type_vocab, gamma, beta,
+                        eps, hidden, y, s);
 }
 
 }  // namespace hotline::engine::cuda

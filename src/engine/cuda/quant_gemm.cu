@@ -231,9 +231,14 @@ QuantGemm::QuantGemm(const float* weight_kn, int K, int N, const float* bias,
                             cudaMemcpyHostToDevice));
     }
     if (q == QuantType::kFp8E4M3 && scaling == WeightScaling::kPerTensor) {
-      const float sv[2] = {w_scale_host_[0], x_scale};
-      CUDA_CHECK(cudaMalloc(&scalars_, sizeof(sv)));
-      CUDA_CHECK(cudaMemcpy(scalars_, sv, sizeof(sv), cudaMemcpyHostToDevice));
+      // A's and B's scale each at the start of its own 256-byte block (kScalarStride floats
+      // apart): cuBLASLt's FP8 kernels may load a scale with a wide aligned access.
+      std::vector<float> sv(2 * kScalarStride, 0.f);
+      sv[0] = w_scale_host_[0];
+      sv[kScalarStride] = x_scale;
+      CUDA_CHECK(cudaMalloc(&scalars_, sv.size() * sizeof(float)));
+      CUDA_CHECK(cudaMemcpy(scalars_, sv.data(), sv.size() * sizeof(float),
+                            cudaMemcpyHostToDevice));
     }
     if (has_bias) {
       CUDA_CHECK(cudaMalloc(&bias_f32_, N * sizeof(float)));
@@ -248,9 +253,32 @@ QuantGemm::QuantGemm(const float* weight_kn, int K, int N, const float* bias,
   }
 }
 
+QuantGemm::QuantGemm(const QuantGemm& parent, int n0, int n)
+    : K_(parent.K_), N_(n), epilogue_(parent.epilogue_), q_(parent.q_),
+      x_scale_(parent.x_scale_), out_(parent.out_), scaling_(parent.scaling_),
+      fast_accum_(parent.fast_accum_), owner_(false), max_rows_(parent.max_rows_) {
+  if (n0 < 0 || n <= 0 || n0 % 16 || n % 16 || n0 + n > parent.N_) {
+    throw Error("QuantGemm view: columns [" + std::to_string(n0) + ", " + std::to_string(n0 + n) +
+                ") must be multiples of 16 within the parent's " + std::to_string(parent.N_));
+  }
+  if (parent.y_scale_inv_) {
+    throw Error("QuantGemm view: the parent writes a quantised output (not supported)");
+  }
+  w_scale_host_.assign(parent.w_scale_host_.begin() + n0, parent.w_scale_host_.begin() + n0 + n);
+  // [N, K] weights: columns n0.. are rows n0.. of the transposed copy; every [N] vector offsets.
+  w_ = static_cast<char*>(parent.w_) + size_t(n0) * K_;
+  w_scale_ = parent.w_scale_ + n0;
+  out_scale_ = parent.out_scale_ + n0;
+  x_scale_vec_ = parent.x_scale_vec_;  // per row (token): shared as is
+  bias_ = parent.bias_ ? static_cast<char*>(parent.bias_) + size_t(n0) * DTypeSize(out_)
+                       : nullptr;
+  bias_f32_ = parent.bias_f32_ ? parent.bias_f32_ + n0 : nullptr;
+  scalars_ = parent.scalars_;  // per tensor: the one weight scale and x_scale
+}
+
 QuantGemm::~QuantGemm() {
   for (auto& [k, p] : prepared_) Destroy(&p);
-  FreeDevice();
+  if (owner_) FreeDevice();
 }
 
 void QuantGemm::FreeDevice() {
@@ -270,8 +298,9 @@ void QuantGemm::Destroy(Prepared* p) {
 }
 
 size_t QuantGemm::weight_bytes() const {
+  if (!owner_) return 0;
   return size_t(N_) * K_ + size_t(N_) * 4 * 2 + (bias_ ? size_t(N_) * (4 + DTypeSize(out_)) : 0) +
-         (x_scale_vec_ ? size_t(max_rows_) * 4 : 0) + (scalars_ ? 8 : 0);
+         (x_scale_vec_ ? size_t(max_rows_) * 4 : 0) + (scalars_ ? 2 * kScalarStride * 4 : 0);
 }
 
 bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws,
@@ -298,7 +327,7 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
   if (good && fused && scaling_ == WeightScaling::kPerTensor) {
     // The plain FP8 GEMM: scalar scales (default SCALAR_32F mode), D = a * b * (A . B).
     float* a_scale = scalars_;
-    float* b_scale = scalars_ + 1;
+    float* b_scale = scalars_ + kScalarStride;
     good = ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
                                              &a_scale, sizeof(a_scale))) &&
            ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
@@ -389,15 +418,20 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
           if (cudaDeviceSynchronize() == cudaSuccess) {
             float best = -1.f;
             const auto keep = p->algo;
+            cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;  // the first failing launch's
             for (int i = 0; i < n; ++i) {
               const float ms = TimeInGraph([&](cudaStream_t st) {
                 const float fa = 1.f, fb = beta_one ? 1.f : 0.f;
                 const int32_t ia = 1, ib = 0;
                 const void* alpha = int8 ? static_cast<const void*>(&ia) : &fa;
                 const void* beta = int8 ? static_cast<const void*>(&ib) : &fb;
-                return cublasLtMatmul(ws.handle(), p->desc, alpha, w_, p->a, xq, p->b, beta, yb,
-                                      p->c, yb, p->d, &res[i].algo, ws.workspace(),
-                                      ws.workspace_bytes(), st) == CUBLAS_STATUS_SUCCESS;
+                const cublasStatus_t rs =
+                    cublasLtMatmul(ws.handle(), p->desc, alpha, w_, p->a, xq, p->b, beta, yb,
+                                   p->c, yb, p->d, &res[i].algo, ws.workspace(),
+                                   ws.workspace_bytes(), st);
+                if (rs != CUBLAS_STATUS_SUCCESS && run_status == CUBLAS_STATUS_SUCCESS)
+                  run_status = rs;
+                return rs == CUBLAS_STATUS_SUCCESS;
               }, 10, 3);
               if (ms > 0) ++p->candidates;
               if (ms > 0 && (best < 0 || ms < best)) {
@@ -408,6 +442,8 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
             p->ms = best;
             if (best < 0) {
               stage = "every offered algorithm failed to run";
+              ok(run_status);  // cuBLASLt's answer to the launch, if it refused one (else a
+                               // kernel or graph failure: "no algorithm")
               good = false;
               p->algo = keep;
             }

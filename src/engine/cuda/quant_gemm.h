@@ -65,6 +65,12 @@ class QuantGemm {
   QuantGemm(const float* weight_kn, int K, int N, const float* bias, GemmEpilogue epilogue,
             QuantType q, float x_scale, DType out_dtype, int max_rows = kMaxRows,
             WeightScaling scaling = WeightScaling::kPerChannel, bool fast_accum = false);
+  // A view of output columns [n0, n0 + n) of `parent` (a GEMM with N = n over the same K): it
+  // shares the parent's device weights, scales and bias (nothing is copied or allocated; the
+  // parent must outlive it) and prepares its own problems. n0 and n multiples of 16; not for a
+  // parent with SetQuantisedOutput. Each output column is the parent's column n0 + j, computed
+  // from the same 8-bit weights and scales. weight_bytes() is 0 (the parent counts them).
+  QuantGemm(const QuantGemm& parent, int n0, int n);
   ~QuantGemm();
   QuantGemm(const QuantGemm&) = delete;
   QuantGemm& operator=(const QuantGemm&) = delete;
@@ -133,12 +139,14 @@ class QuantGemm {
   float* scalars_ = nullptr;      // per tensor: {w_scale, x_scale} (A / B scale pointers)
   WeightScaling scaling_;
   bool fast_accum_;
+  bool owner_ = true;  // false for a column view (the parent frees the buffers)
   mutable std::mutex mu_;
   std::map<std::pair<int, bool>, Prepared> prepared_;
   int max_rows_;
 
  public:
   static constexpr int kMaxRows = 65536;
+  static constexpr int kScalarStride = 64;  // floats between the per-tensor A and B scales
 };
 
 }  // namespace hotline::engine::cuda

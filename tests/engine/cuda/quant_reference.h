@@ -47,8 +47,25 @@ inline std::vector<float> QDQWeightsPerTensor(const std::vector<float>& w, Quant
   return out;
 }
 
+// The word table of a quantised encoder: INT8 symmetric per row (scale = max |row| / 127,
+// nearest-even; an all-zero row keeps scale 1), dequantised as the device does (scale * q, FP32).
+inline std::vector<float> QDQWordRows(const std::vector<float>& word, int hidden) {
+  std::vector<float> out(word.size());
+  for (size_t r = 0; r < word.size() / hidden; ++r) {
+    float m = 0.f;
+    for (int i = 0; i < hidden; ++i) m = std::max(m, std::fabs(word[r * hidden + i]));
+    const float s = m > 0.f ? m / 127.f : 1.f;
+    for (int i = 0; i < hidden; ++i) {
+      const float q = std::max(-127.f, std::min(127.f, std::nearbyint(word[r * hidden + i] / s)));
+      out[r * hidden + i] = s * q;
+    }
+  }
+  return out;
+}
+
 // scales: [layers][4] (qkv_in, out_in, ff1_in, ff2_in) or empty (no quantisation: the FP32
-// reference). amax (optional): receives max |x| of each GEMM input over all tokens.
+// reference). Quantised, the word table is the INT8 one (QDQWordRows) as on the device.
+// amax (optional): receives max |x| of each GEMM input over all tokens.
 inline EncoderResult QuantEncoder(const EncoderConfig& c, const EncoderWeights& w,
                                   const std::vector<float>& scales, QuantType q, bool gelu_tanh,
                                   const std::vector<int32_t>& ids,
@@ -77,8 +94,10 @@ inline EncoderResult QuantEncoder(const EncoderConfig& c, const EncoderWeights& 
     if (!quant) return wt;
     return per_tensor_weights ? QDQWeightsPerTensor(wt, q) : QDQWeights(wt, K, N, q);
   };
-  Embed(ids.data(), types.empty() ? nullptr : types.data(), cu.data(), B, w.word.data(),
-        w.pos.data(), w.type.data(), w.emb_gamma.data(), w.emb_beta.data(), c.eps, H, x.data());
+  const std::vector<float> word_q = quant ? QDQWordRows(w.word, H) : std::vector<float>();
+  Embed(ids.data(), types.empty() ? nullptr : types.data(), cu.data(), B,
+        quant ? word_q.data() : w.word.data(), w.pos.data(), w.type.data(), w.emb_gamma.data(),
+        w.emb_beta.data(), c.eps, H, x.data());
   for (int l = 0; l < c.layers; ++l) {
     const auto& L = w.layers[l];
     Linear(gemm_input(x, l, 0), T, H, weights(L.qkv_w, H, 3 * H).data(), 3 * H, L.qkv_b.data(),
