@@ -8,8 +8,11 @@
 //   x = LayerNorm(x)          xq = Q(x / s2)     u = GELU(QuantGemm(xq) + bias)
 //   uq = Q(u / s3)            x = QuantGemm(uq) + bias + x;  x = LayerNorm(x)
 // Q rounds to nearest (INT8: [-127, 127]; E4M3: saturating at +-448). Weights: symmetric, 8-bit
-// only on the device (no FP16 copy of a quantised GEMM's weights); FP8 per tensor by default
-// (EncoderOptions::fp8_weight_scaling: cuBLASLt's plain FP8 GEMM), INT8 per output channel.
+// only on the device (no FP16 copy of a quantised GEMM's weights); per output channel by default
+// (FP8 may take one scale per matrix instead, EncoderOptions::fp8_weight_scaling: cuBLASLt's
+// plain FP8 GEMM, faster at small batches but less accurate); the word-embedding table in INT8
+// with per-row scales. Memory tiling above the options' thresholds: FFN row chunks, QKV +
+// attention in head groups (EncoderOptions::quant_ffn_chunk_rows, quant_qkv_group_tokens).
 // Fusions (EncoderOptions): LayerNorm writes Q(x / s) itself, attention writes cq itself
 // (AttentionQuant), FFN1 writes uq in E4M3 itself (where cuBLASLt can).
 // Scales are fixed when the encoder is created (no dynamic range computation on the hot path);
