@@ -425,9 +425,10 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                 const int32_t ia = 1, ib = 0;
                 const void* alpha = int8 ? static_cast<const void*>(&ia) : &fa;
                 const void* beta = int8 ? static_cast<const void*>(&ib) : &fb;
+                // C as Run passes it: for an E4M3 D, not D itself (see Run).
                 const cublasStatus_t rs =
-                    cublasLtMatmul(ws.handle(), p->desc, alpha, w_, p->a, xq, p->b, beta, yb,
-                                   p->c, yb, p->d, &res[i].algo, ws.workspace(),
+                    cublasLtMatmul(ws.handle(), p->desc, alpha, w_, p->a, xq, p->b, beta,
+                                   q_out ? xq : yb, p->c, yb, p->d, &res[i].algo, ws.workspace(),
                                    ws.workspace_bytes(), st);
                 if (rs != CUBLAS_STATUS_SUCCESS && run_status == CUBLAS_STATUS_SUCCESS)
                   run_status = rs;
@@ -584,9 +585,12 @@ void QuantGemm::Run(const void* xq, int M, void* y, const void* residual, void* 
   }
   if (p.fused) {
     const float alpha = 1.f, beta = p.beta_one ? 1.f : 0.f;
-    CUBLAS_CHECK(cublasLtMatmul(ws.handle(), p.desc, &alpha, w_, p.a, xq, p.b, &beta,
-                                p.beta_one ? residual : y, p.c, y, p.d, &p.algo, ws.workspace(),
-                                ws.workspace_bytes(), s));
+    // C: the residual (beta 1), else unread (beta 0). cuBLASLt refuses C = D when they differ
+    // in type (an E4M3 D with an FP16 C: "invalid value" at launch), so an E4M3-output GEMM
+    // names another device buffer, its input, as the C it never reads.
+    const void* c = p.beta_one ? residual : (p.q_out ? xq : y);
+    CUBLAS_CHECK(cublasLtMatmul(ws.handle(), p.desc, &alpha, w_, p.a, xq, p.b, &beta, c, p.c, y,
+                                p.d, &p.algo, ws.workspace(), ws.workspace_bytes(), s));
     return;
   }
   if (!acc) throw Error("QuantGemm::Run: this path needs an accumulator scratch (AccBytes)");
