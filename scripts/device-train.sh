@@ -41,12 +41,8 @@ if [ "${RETURN_ALL:-0}" = 1 ]; then
   mkdir -p /tmp/sweep/runs
   for d in "${RUNS_DIR:-/tmp/hotline_runs}"/*/; do
     [ -f "$d/config.json" ] || continue
-    n=$(basename "$d"); mkdir -p /tmp/sweep/runs/$n
-    cp "$d"/config.json "$d"/metrics.json /tmp/sweep/runs/$n/
-    python3 -c 'import glob, os, sys, numpy as np
-for p in sorted(glob.glob(os.path.join(sys.argv[1], "weights-*.npz"))):
-    z = np.load(p)
-    np.savez(os.path.join(sys.argv[2], os.path.basename(p)), **{k: z[k].astype(np.float16) for k in z.files})' "$d" /tmp/sweep/runs/$n
+    n=$(basename "$d")
+    python3 training/fp16_run.py "$d" /tmp/sweep/runs/$n
   done
   extra=(sweep/runs)
 fi

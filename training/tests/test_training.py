@@ -336,3 +336,23 @@ def test_soup_average_by_hand(tmp_path):
     soup.write_weights(str(tmp_path), avg)  # round trip through the run-folder format
     back = soup.read_weights(str(tmp_path))
     assert set(back) == {"w", "b"} and np.allclose(back["w"], avg["w"])
+
+
+def test_fp16_run_round_trip(tmp_path):
+    import fp16_run
+    import torch
+    from model import BertJoint, load_weights
+    run, out = tmp_path / "run", tmp_path / "half"
+    m = BertJoint(50, 3, 5, 1, 16, 2, 32, dropout=0.0)
+    train.save_run(str(run), m, {"layers": 1}, {"dev": {}})
+    fp16_run.half_run(str(run), str(out))
+    z = np.load(next(out.glob("weights-*.npz")))
+    assert all(z[k].dtype == np.float16 for k in z.files)
+    m2 = BertJoint(50, 3, 5, 1, 16, 2, 32, dropout=0.0)
+    load_weights(m2, str(out))
+    saved = set().union(*(np.load(p).files for p in out.glob("weights-*.npz")))
+    sd1, sd2 = m.state_dict(), m2.state_dict()
+    assert saved and saved <= set(sd2)
+    for k in saved:  # what the run holds (no MLM head), FP16 rounding: relative 2^-11
+        assert torch.allclose(sd1[k], sd2[k], rtol=1e-3, atol=1e-4), k
+    assert (out / "config.json").exists()
