@@ -5,7 +5,9 @@
 # from data/hotline/test.jsonl; target >= 1,000 requests/s with P99 <= 50 ms.
 # Batching's gain: the same server with max_batch_size 1, and for both the best requests/s whose
 # P99 stays within 50 ms over concurrency 8, 16, 32, 64.
-# Env: MODEL (default models/default), DURATION seconds per run (default 15), CONCURRENCIES.
+# Env: MODEL (default models/default), DURATION seconds per run (default 15), CONCURRENCIES,
+#      PRECISION (the server's plan precision; default: the server's own default, fp32),
+#      BATCHES (max_batch_size values to run, default "32 1").
 # Prints one JSON line per run and a summary; appends nothing by itself (copy into RESULTS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,8 @@ HOTLINE="$(realpath "${1:-build/hotline}")"
 MODEL="${MODEL:-models/default}"
 DURATION="${DURATION:-15}"
 CONCURRENCIES="${CONCURRENCIES:-8 16 32 64}"
+BATCHES="${BATCHES:-32 1}"
+PRECISION="${PRECISION:-}"
 PY="${HOTLINE_PYTHON:-python3}"
 work="$(mktemp -d)"
 server_pid=""
@@ -58,6 +62,7 @@ model_repository: $repo
 startup_models: ["*"]
 log_requests: false
 YAML
+  if [ -n "$PRECISION" ]; then echo "precision: $PRECISION" >> "$work/server-$1.yaml"; fi
   "$HOTLINE" serve --config "$work/server-$1.yaml" > "$work/server-$1.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 600); do
@@ -72,7 +77,7 @@ stop_server() {
   kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""
 }
 
-for batch in 32 1; do
+for batch in $BATCHES; do
   start_server "$batch"
   for c in $CONCURRENCIES; do
     r="$("$HOTLINE" bench --target "127.0.0.1:$GRPC_PORT" --concurrency "$c" \

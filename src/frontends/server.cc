@@ -125,12 +125,14 @@ ServerConfig ServerConfig::Load(const std::string& path) {
       {"int8", engine::Precision::kINT8},
       {"fp8", engine::Precision::kFP8}};
   bool found = false;
+  c.pipeline.auto_precision = precision == "auto";  // chosen per machine at load (AutoPrecision)
+  found = c.pipeline.auto_precision;
   for (const auto& [name, p] : kPrecisions) {
     if (precision == name) c.pipeline.precision = p, found = true;
   }
   if (!found) {
-    throw Error(path + ": precision must be fp32, fp16, bf16, int8 or fp8; got '" + precision +
-                "'");
+    throw Error(path + ": precision must be auto, fp32, fp16, bf16, int8 or fp8; got '" +
+                precision + "'");
   }
   if (backend == "cpu") {
     c.pipeline.backend = engine::BackendKind::kCPU;

@@ -1,6 +1,8 @@
 // The real ServableModel: an nlu::Pipeline with one engine context per batcher instance.
 #include <algorithm>
 
+#include "engine/cpu/kernels.h"
+#include "serving/log.h"
 #include "serving/model.h"
 
 namespace hotline::serving {
@@ -24,10 +26,35 @@ class PipelineModel : public ServableModel {
 
 }  // namespace
 
+engine::Precision AutoPrecision(engine::BackendKind backend, std::string* why) {
+  std::string reason;
+  engine::Precision p = engine::Precision::kFP32;
+  if (backend == engine::BackendKind::kCUDA) {
+    p = engine::Precision::kFP16;
+    reason = "cuda backend: fp16";
+  } else if (engine::cpu::CpuHasAmxBf16()) {
+    p = engine::Precision::kBF16;
+    reason = "this CPU has AMX-BF16: bf16";
+  } else {
+    reason = "this CPU has no AMX-BF16 (bf16 would run slower than fp32): fp32";
+  }
+  if (why) *why = reason;
+  return p;
+}
+
 ModelLoader PipelineModelLoader(const PipelineModelOptions& options) {
   return [options](const ModelSpec& spec) -> std::unique_ptr<ServableModel> {
     nlu::PipelineOptions po;
     po.precision = options.precision;
+    if (options.auto_precision) {
+      std::string why;
+      po.precision = AutoPrecision(options.backend, &why);
+      Logger().Info("precision_chosen",
+                    {{"model", spec.name},
+                     {"requested", "auto"},
+                     {"precision", std::string(engine::PrecisionName(po.precision))},
+                     {"why", why}});
+    }
     po.backend = options.backend;
     po.top_k = options.top_k;
     po.contexts = spec.instances;

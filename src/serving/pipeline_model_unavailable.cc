@@ -14,4 +14,8 @@ ModelLoader PipelineModelLoader(const PipelineModelOptions&) {
   };
 }
 
+engine::Precision AutoPrecision(engine::BackendKind, std::string*) {
+  throw Error("precision auto: this hotline was built without the NLU layer", Code::kUnimplemented);
+}
+
 }  // namespace hotline::serving

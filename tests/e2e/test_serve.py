@@ -312,3 +312,43 @@ def test_sigterm_answers_in_flight_then_exits(stubs, tmp_path):
     assert "OK" in results
     log = srv.log_path.read_text()
     assert '"event":"stopped"' in log
+
+
+def _cpu_grants_amx_bf16():
+    """Independently of the engine's CPUID code: /proc/cpuinfo's flags and the kernel's AMX
+    permission (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA)."""
+    import ctypes
+    import platform
+    try:
+        flags = next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return False
+    if not {"amx_bf16", "amx_tile", "avx512_bf16"} <= set(flags):
+        return False
+    if platform.machine() != "x86_64":
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
+    return libc.syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
+
+
+def test_precision_auto_picks_bf16_only_where_the_cpu_has_amx(stubs, tmp_path, reference):
+    """config `precision: auto`: the server logs its choice per model (bf16 on an AMX-BF16 CPU,
+    else fp32) and answers like the FP32 reference."""
+    srv = ServerProcess(tmp_path, make_repo(tmp_path / "models"), "precision: auto\n",
+                        name="auto")
+    try:
+        assert_serving(stubs, srv)
+        chosen = [json.loads(l) for l in srv.log_path.read_text().splitlines()
+                  if '"precision_chosen"' in l]
+        assert {c["model"] for c in chosen} == {"tiny", "tiny_small_queue"}, chosen
+        want = "bf16" if _cpu_grants_amx_bf16() else "fp32"
+        assert all(c["precision"] == want and c["requested"] == "auto" for c in chosen), chosen
+        # The FP32 reference's intents where it is not near a tie (BF16 moves logits ~1e-2).
+        sure = [c for c in reference if c["confidence"] >= 0.6][:20]
+        assert len(sure) >= 10
+        for case in sure:
+            r = call(stubs, srv.target, case["text"], model="tiny")
+            assert r.result.intent == case["intent"], (case["text"], r.result.intent)
+    finally:
+        srv.stop()

@@ -243,6 +243,16 @@ TEST_F(FrontendsTest, ServerConfigReadsYamlAndRejectsUnknownKeys) {
   EXPECT_EQ(c.startup_models, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(c.memory_budget_bytes, 2 << 20);
   EXPECT_EQ(c.pipeline.precision, engine::Precision::kINT8);
+  EXPECT_FALSE(c.pipeline.auto_precision);
+  std::ofstream(f) << "precision: auto\n";
+  EXPECT_TRUE(ServerConfig::Load(f.string()).pipeline.auto_precision);
+  std::ofstream(f) << "precision: fp12\n";
+  try {
+    ServerConfig::Load(f.string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("auto, fp32"), std::string::npos) << e.what();
+  }
   std::ofstream(f) << "grpc_prot: 1\n";
   try {
     ServerConfig::Load(f.string());
