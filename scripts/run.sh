@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # `make run`: bash scripts/run.sh build/hotline
-# Builds the default model's plan for this machine when no matching plan is cached, then runs
-# hotline serve on 127.0.0.1 (gRPC 50051, HTTP 8080) in the foreground, with the dialog when
+# Runs hotline serve on 127.0.0.1 (gRPC 50051, HTTP 8080) in the foreground, with the dialog when
 # the config has a dialog: section (config/server.yaml does). Ctrl-C stops it gracefully.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,10 +15,8 @@ if [ ! -f "$MODEL/model.yaml" ]; then
   echo "run: no model at $MODEL (expected $MODEL/model.yaml)" >&2
   exit 1
 fi
-# `hotline predict` builds and caches the plan for this machine when it is missing, so the server
-# starts from a cached plan.
-echo "run: preparing the plan for $MODEL (built once, then cached)"
-echo "你好" | "$HOTLINE" predict --model "$MODEL" >/dev/null
+# The server builds the plan for this machine at its first start (the precision config/server.yaml
+# asks for, `auto` by default) and caches it under $MODEL/cache/; later starts load it.
 cat <<'MSG'
 run: starting hotline serve (gRPC 127.0.0.1:50051, HTTP 127.0.0.1:8080). Once ready, try:
 
