@@ -160,12 +160,17 @@ std::vector<Policy::TurnSlot> Policy::TurnSlots(const Session& s, const std::str
   }
   if (out.size() == 1 && IsFreeText(out[0].fill.type) && out[0].fill.normalized.empty()) {
     // A reply that is only the free-text value, of which the model spanned a part ("叫好味道餐厅"
-    // -> "餐厅" or "味道"): the whole phrase is the value when it holds the span and is shaped
-    // like one.
+    // -> "餐厅" or "味道"): the whole phrase is the value when it is shaped like one and ends
+    // with the span, or holds it with at most 3 more characters (a span at the start of a longer
+    // phrase, "好味道餐厅旁边那家店", stays as spanned).
     const std::string whole = StripBareValue(text);
     const std::string& v = out[0].fill.value;
-    if (whole.size() > v.size() && CodePoints(whole) <= 20 &&
-        whole.find(v) != std::string::npos && LooksLike(out[0].fill.type, whole)) {
+    const bool tail = whole.size() > v.size() &&
+                      whole.compare(whole.size() - v.size(), v.size(), v) == 0;
+    const bool inside = whole.find(v) != std::string::npos &&
+                        CodePoints(whole) <= CodePoints(v) + 3;
+    if (whole.size() > v.size() && CodePoints(whole) <= 20 && (tail || inside) &&
+        LooksLike(out[0].fill.type, whole)) {
       out[0].fill.value = whole;
     }
   }

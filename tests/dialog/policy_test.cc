@@ -382,6 +382,10 @@ TEST_F(PolicyTest, BareValueShapedLikeThePendingSlotIsNotASwitch) {
   r = T("叫好味道餐厅", U("air_pollution", 0.34f, {{"organization", "味道"}}));
   EXPECT_EQ(r.intent, "food_safety");
   EXPECT_EQ(Slot(r, "organization"), "好味道餐厅");
+  // A span at the start of a longer phrase that merely ends like an organisation stays.
+  r = T("不对", U("deny", 0.95f));
+  r = T("好味道餐厅旁边那家店", U("air_pollution", 0.34f, {{"organization", "好味道餐厅"}}));
+  EXPECT_EQ(Slot(r, "organization"), "好味道餐厅");
   // A part inside a phrase not shaped like an organisation stays as the model spanned it.
   r = T("不对", U("deny", 0.95f));
   r = T("叫好味道那个", U("air_pollution", 0.34f, {{"organization", "好味道"}}));
