@@ -126,18 +126,54 @@ def export_state_dict(model):
     return {k: v for k, v in model.state_dict().items() if not k.startswith("mlm_")}
 
 
-def load_weights(model, run_dir):
-    """Loads a run folder's weights-*.npz into `model` (the MLM head may be absent)."""
-    sd = {}
+SHARD_BYTES = 12 * 2**20  # weights-*.npz shards stay under this (the device tool's file limit)
+
+
+def read_weight_arrays(run_dir, dtype=np.float32):
+    """A run folder's weights-*.npz as one dict of arrays cast to `dtype` (float only)."""
+    out = {}
     shards = sorted(glob.glob(os.path.join(run_dir, "weights-*.npz")))
     if not shards:
         raise FileNotFoundError(f"expected weights-*.npz in {run_dir}")
     for p in shards:
         with np.load(p, allow_pickle=False) as z:
-            sd.update({k: torch.from_numpy(z[k].astype(np.float32)) for k in z.files})
-    missing, unexpected = model.load_state_dict(sd, strict=False)
+            for k in z.files:
+                if not np.issubdtype(z[k].dtype, np.floating):
+                    raise ValueError(f"{p}: tensor {k} is {z[k].dtype}, not a float")
+                out[k] = z[k].astype(dtype)
+    return out
+
+
+def write_weight_shards(out_dir, sd):
+    """Writes {name: array} as weights-0.npz, weights-1.npz, ... (sorted names, shards under
+    SHARD_BYTES), removing the folder's earlier shards first."""
+    os.makedirs(out_dir, exist_ok=True)
+    shard, shards, size = {}, [], 0
+    for k in sorted(sd):
+        if shard and size + sd[k].nbytes > SHARD_BYTES:
+            shards.append(shard)
+            shard, size = {}, 0
+        shard[k] = sd[k]
+        size += sd[k].nbytes
+    shards.append(shard)
+    for old in glob.glob(os.path.join(out_dir, "weights-*.npz")):
+        os.remove(old)
+    for i, s in enumerate(shards):
+        np.savez(os.path.join(out_dir, f"weights-{i}.npz"), **s)
+
+
+def load_state(model, sd, where):
+    """Loads {name: array} into `model`; every tensor but the MLM head's must be there, and no
+    other. `where` names the source in the error."""
+    missing, unexpected = model.load_state_dict(
+        {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in sd.items()}, strict=False)
     missing = [k for k in missing if not k.startswith("mlm_")]
     if missing or unexpected:
-        raise ValueError(f"weights in {run_dir} do not match the model: missing {missing}, "
+        raise ValueError(f"weights in {where} do not match the model: missing {missing}, "
                          f"unexpected {unexpected}")
     return model
+
+
+def load_weights(model, run_dir):
+    """Loads a run folder's weights-*.npz into `model` (the MLM head may be absent)."""
+    return load_state(model, read_weight_arrays(run_dir), run_dir)

@@ -13,10 +13,8 @@ The output is a run folder (config.json of the best run plus the soup's recipe, 
 weights-*.npz in float32) that training/export.py takes like any other.
 """
 import argparse
-import glob
 import json
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -25,20 +23,15 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train  # noqa: E402
 from common import Taxonomy  # noqa: E402
-from model import BertJoint, load_weights  # noqa: E402
+from model import BertJoint, load_state, read_weight_arrays, write_weight_shards  # noqa: E402
 
 SHAPE = ("vocab_size", "n_intents", "n_tags", "layers", "hidden", "heads", "ffn", "max_length",
          "vocab_sha", "intents", "tags")
 
 
 def read_weights(run):
-    out = {}
-    for p in sorted(glob.glob(os.path.join(run, "weights-*.npz"))):
-        with np.load(p, allow_pickle=False) as z:
-            out.update({k: z[k].astype(np.float64) for k in z.files})
-    if not out:
-        raise FileNotFoundError(f"no weights-*.npz in {run}")
-    return out
+    """A run's weights in float64 (FP16 runs from fp16_run.py included), for exact averaging."""
+    return read_weight_arrays(run, np.float64)
 
 
 def average(weights):
@@ -56,20 +49,7 @@ def average(weights):
     return out
 
 
-def write_weights(run, sd):
-    os.makedirs(run, exist_ok=True)
-    for p in glob.glob(os.path.join(run, "weights-*.npz")):
-        os.remove(p)
-    shard, shards, size = {}, [], 0
-    for k, v in sd.items():  # shards under 12 MB, as train.py writes them
-        if shard and size + v.nbytes > 12 * 2**20:
-            shards.append(shard)
-            shard, size = {}, 0
-        shard[k] = v
-        size += v.nbytes
-    shards.append(shard)
-    for i, s in enumerate(shards):
-        np.savez(os.path.join(run, f"weights-{i}.npz"), **s)
+write_weights = write_weight_shards  # the run-folder format train.py's save_run writes
 
 
 def score(m):
@@ -84,6 +64,10 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    out_real = os.path.realpath(args.out)
+    for r in args.runs:  # --out's weights and config.json are replaced: never one of the inputs
+        if os.path.realpath(r) == out_real:
+            raise SystemExit(f"--out {args.out} is one of the runs ({r}): pick a new folder")
 
     cfgs = []
     for r in args.runs:
@@ -100,6 +84,10 @@ def main(argv=None):
     targs = argparse.Namespace(cache=args.cache, data=None, vocab=None, max_length=None,
                                max_lines=None, encode_only=False)
     data = train.load_data(targs, tax)
+    for k in ("vocab_sha", "max_length"):  # dev figures on another encoding would mean nothing
+        if data.get(k) != cfgs[0].get(k):
+            raise SystemExit(f"--cache {args.cache}: {k} {data.get(k)!r} differs from the runs' "
+                             f"{cfgs[0].get(k)!r}: encode the data the runs were trained on")
     pad = data["special"]["pad"]
     dev, test = data["splits"]["dev"], data["splits"]["test"]
     chal = data["splits"].get("challenge")
@@ -108,17 +96,16 @@ def main(argv=None):
                       c0["heads"], c0["ffn"], dropout=0.0)
     device = torch.device("cpu")
 
-    def evaluate(sd, splits=("dev",)):
-        missing, unexpected = model.load_state_dict(
-            {k: torch.from_numpy(v) for k, v in sd.items()}, strict=False)
-        missing = [k for k in missing if not k.startswith("mlm_")]
-        if missing or unexpected:
-            raise SystemExit(f"weights do not match the model: {missing} {unexpected}")
+    if not dev:
+        raise SystemExit(f"--cache {args.cache} has no dev lines: nothing to select on")
+
+    def evaluate(sd, splits=("dev",), where="the soup"):
+        load_state(model, sd, where)
         sets = {"dev": dev, "test": test, "challenge": chal}
         return {s: train.evaluate(model, sets[s], tax, pad, device) for s in splits if sets[s]}
 
     weights = [read_weights(r) for r in args.runs]
-    own = [evaluate({k: v.astype(np.float32) for k, v in w.items()})["dev"] for w in weights]
+    own = [evaluate(w, where=r)["dev"] for w, r in zip(weights, args.runs)]
     order = sorted(range(len(args.runs)), key=lambda i: -score(own[i]))
     for i in order:
         print(f"run {args.runs[i]}: dev intent {own[i]['intent_accuracy']:.4f} slot F1 "
@@ -137,17 +124,16 @@ def main(argv=None):
             best = m
     recipe = "greedy"
     if score(uniform) > score(best):
-        kept, recipe = list(range(len(weights))), "uniform"
+        kept, recipe = list(order), "uniform"  # best run first: its config.json is kept
     sd = average([weights[j] for j in kept])
     res = evaluate(sd, ("dev", "test", "challenge"))
     print(f"selected ({recipe}, {len(kept)} runs): dev intent {res['dev']['intent_accuracy']:.4f} "
-          f"slot F1 {res['dev']['slot_f1']:.4f}; test intent {res['test']['intent_accuracy']:.4f} "
-          f"slot F1 {res['test']['slot_f1']:.4f}" + (
+          f"slot F1 {res['dev']['slot_f1']:.4f}" + (
+              f"; test intent {res['test']['intent_accuracy']:.4f} slot F1 "
+              f"{res['test']['slot_f1']:.4f}" if "test" in res else "") + (
               f"; challenge intent {res['challenge']['intent_accuracy']:.4f} slot F1 "
               f"{res['challenge']['slot_f1']:.4f}" if "challenge" in res else ""), flush=True)
     best_run = args.runs[kept[0]]
-    if os.path.abspath(args.out) == os.path.abspath(best_run):
-        raise SystemExit("--out must not be one of the runs")
     os.makedirs(args.out, exist_ok=True)
     cfg = dict(cfgs[kept[0]])
     cfg["soup"] = {"recipe": recipe, "runs": [args.runs[j] for j in kept],
@@ -162,6 +148,7 @@ def main(argv=None):
     if os.path.exists(mp):
         with open(mp) as f:
             met = json.load(f)
+    met.pop("partial", None)  # the soup is complete even where its best run was saved mid-run
     met.update({k: res.get(k) for k in ("dev", "test", "challenge")})
     met["soup"] = cfg["soup"]
     with open(os.path.join(args.out, "metrics.json"), "w") as f:

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import IGNORE, REPO, Encoder, Taxonomy, decode_spans, metrics, read_jsonl  # noqa
-from model import BertJoint, export_state_dict, load_weights  # noqa: E402
+from model import BertJoint, export_state_dict, load_weights, write_weight_shards  # noqa: E402
 
 FILLERS = ["嗯", "那个", "就是", "就是说", "啊", "呃", "然后", "这个", "那什么", "对", "哎",
            "我跟你说", "你听我说", "怎么说呢", "反正", "喂"]
@@ -318,20 +318,8 @@ def evaluate(model, examples, tax, pad, device):
 
 def save_run(out_dir, model, cfg, result):
     os.makedirs(out_dir, exist_ok=True)
-    sd = {k: v.detach().float().cpu().numpy() for k, v in export_state_dict(model).items()}
-    shard, shards, size = {}, [], 0
-    for k in sorted(sd):
-        if shard and size + sd[k].nbytes > 12 * 2**20:
-            shards.append(shard)
-            shard, size = {}, 0
-        shard[k] = sd[k]
-        size += sd[k].nbytes
-    shards.append(shard)
-    for old in os.listdir(out_dir):
-        if old.startswith("weights-") and old.endswith(".npz"):
-            os.remove(os.path.join(out_dir, old))
-    for i, s in enumerate(shards):
-        np.savez(os.path.join(out_dir, f"weights-{i}.npz"), **s)
+    write_weight_shards(out_dir, {k: v.detach().float().cpu().numpy()
+                                  for k, v in export_state_dict(model).items()})
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
     with open(os.path.join(out_dir, "metrics.json"), "w") as f:
@@ -390,6 +378,10 @@ def main(argv=None):
     ap.add_argument("--device", default="auto", help="auto, cpu or cuda")
     ap.add_argument("--threads", type=int, help="torch CPU threads")
     args = ap.parse_args(argv)
+    if not (args.ema == 0.0 or 0.0 < args.ema < 1.0):  # a negative value is no silent "off"
+        ap.error(f"--ema must be 0 (off) or in (0, 1), got {args.ema}")
+    if not 0.0 <= args.intent_smoothing < 1.0:
+        ap.error(f"--intent-smoothing must be in [0, 1), got {args.intent_smoothing}")
 
     tax = Taxonomy()
     data = load_data(args, tax)

@@ -76,8 +76,9 @@ struct PipelineModelOptions {
 ModelLoader PipelineModelLoader(const PipelineModelOptions& options);
 
 // The server's `precision: auto`: FP16 on CUDA; on the CPU BF16 where the CPU has AMX-BF16 (the
-// packed_amx_bf16 GEMMs: 2.4x FP32 at batch 32 on Sapphire Rapids, intent agreement with FP32
-// 100% on the test set), else FP32 (BF16 without AMX runs slower than FP32). `why` (optional)
+// packed_amx_bf16 GEMMs, Sapphire Rapids, bench/RESULTS.md 2026-12-02: 2.8x our FP32 plan's
+// 32x32 throughput, 2.1x its serving requests/s at 64 callers; intent agreement with FP32 100% on
+// the test set), else FP32 (BF16 without AMX runs slower than FP32). `why` (optional)
 // gets the reason in words. The loader logs the choice ("precision_chosen").
 engine::Precision AutoPrecision(engine::BackendKind backend, std::string* why = nullptr);
 

@@ -356,3 +356,79 @@ def test_fp16_run_round_trip(tmp_path):
     for k in saved:  # what the run holds (no MLM head), FP16 rounding: relative 2^-11
         assert torch.allclose(sd1[k], sd2[k], rtol=1e-3, atol=1e-4), k
     assert (out / "config.json").exists()
+
+
+def test_fp16_run_refuses_what_fp16_cannot_hold_and_replaces_stale_shards(tmp_path):
+    import fp16_run
+    run, out = tmp_path / "run", tmp_path / "half"
+    run.mkdir()
+    out.mkdir()
+    np.savez(out / "weights-7.npz", old=np.zeros(2, np.float32))  # a stale shard of another run
+    np.savez(run / "weights-0.npz", w=np.array([1.0, -65504.0], np.float32))
+    fp16_run.half_run(str(run), str(out))
+    assert sorted(p.name for p in out.glob("weights-*.npz")) == ["weights-0.npz"]
+    assert np.load(out / "weights-0.npz")["w"].tolist() == [1.0, -65504.0]  # FP16's max: kept
+    with pytest.raises(ValueError, match="same|must not"):
+        fp16_run.half_run(str(run), str(run))
+    np.savez(run / "weights-0.npz", w=np.array([1.0, 70000.0], np.float32))  # would become inf
+    with pytest.raises(ValueError, match="70000"):
+        fp16_run.half_run(str(run), str(tmp_path / "half2"))
+    np.savez(run / "weights-0.npz", w=np.array([np.nan], np.float32))
+    with pytest.raises(ValueError, match="NaN"):
+        fp16_run.half_run(str(run), str(tmp_path / "half3"))
+    np.savez(run / "weights-0.npz", w=np.array([3], np.int64))
+    with pytest.raises(ValueError, match="not a float"):
+        fp16_run.half_run(str(run), str(tmp_path / "half4"))
+
+
+def test_soup_main_keeps_only_what_does_not_lower_dev_and_guards_its_inputs(workdir, tmp_path):
+    import soup
+    cache = tmp_path / "cache.json.gz"
+    common_args = ["--data", str(workdir / "data"), "--vocab", str(workdir / "vocab.txt"),
+                   "--layers", "1", "--hidden", "32", "--heads", "2", "--ffn", "64",
+                   "--batch-size", "4", "--threads", "2", "--device", "cpu", "--cache", str(cache)]
+    assert train.main(common_args + ["--encode-only"]) is None
+    runs = []
+    for seed in (7, 8):  # two short runs of one shape (different seeds: different weights)
+        runs.append(str(tmp_path / f"r{seed}"))
+        train.main(common_args + ["--epochs", "2", "--max-steps", "4", "--seed", str(seed),
+                                  "--lr", "1e-3", "--out", runs[-1]])
+    before = {p: p.read_bytes() for p in (tmp_path / "r8").iterdir()}
+    with pytest.raises(SystemExit, match="one of the runs"):  # any input, not only the best
+        soup.main(["--cache", str(cache), "--out", runs[1], *runs])
+    assert {p: p.read_bytes() for p in (tmp_path / "r8").iterdir()} == before
+    out = tmp_path / "soup"
+    res = soup.main(["--cache", str(cache), "--out", str(out), *runs])
+    cfg = json.loads((out / "config.json").read_text())
+    kept = cfg["soup"]["runs"]
+    assert set(kept) <= set(runs) and kept
+    # The written weights are the element-wise mean of the kept runs' weights (numpy, by hand).
+    from model import read_weight_arrays
+    mean = {}
+    for r in kept:
+        for k, v in read_weight_arrays(r, np.float64).items():
+            mean[k] = mean.get(k, 0.0) + v / len(kept)
+    got = read_weight_arrays(str(out), np.float32)
+    assert set(got) == set(mean) and all(np.allclose(got[k], mean[k], atol=1e-6) for k in mean)
+    # Each run's own dev score, from its metrics.json (train.py's figures): the soup's is no lower.
+    own = [json.loads(open(os.path.join(r, "metrics.json")).read())["dev"] for r in runs]
+    assert soup.score(res["dev"]) >= max(soup.score(m) for m in own) - 1e-9
+    assert "partial" not in json.loads((out / "metrics.json").read_text())
+    # A cache encoded with another vocabulary is refused by name, not scored.
+    other_vocab = tmp_path / "vocab2.txt"
+    other_vocab.write_text((workdir / "vocab.txt").read_text(encoding="utf-8") + "新词\n",
+                           encoding="utf-8")
+    cache2 = tmp_path / "cache2.json.gz"
+    train.main(["--data", str(workdir / "data"), "--vocab", str(other_vocab), "--cache",
+                str(cache2), "--encode-only"])
+    with pytest.raises(SystemExit, match="vocab_sha"):
+        soup.main(["--cache", str(cache2), "--out", str(tmp_path / "soup2"), *runs])
+
+
+def test_ema_and_smoothing_out_of_range_are_refused_before_any_work(capsys):
+    for bad in (["--ema", "-0.5"], ["--ema", "1"], ["--intent-smoothing", "1.5"],
+                ["--intent-smoothing", "-0.1"]):
+        with pytest.raises(SystemExit) as e:  # argparse's error: exit status 2, message on stderr
+            train.main(["--data", "/nonexistent", "--out", "/nonexistent/run", *bad])
+        assert e.value.code == 2
+        assert bad[0] in capsys.readouterr().err
