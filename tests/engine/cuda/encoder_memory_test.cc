@@ -21,6 +21,7 @@
 
 #include "engine/cuda/encoder_quant.h"
 #include "tests/engine/cuda/quant_reference.h"
+#include "tests/engine/cuda/quant_test_util.h"
 #include "tests/engine/cuda/test_util.h"
 
 namespace hotline::engine::cuda {
@@ -198,22 +199,10 @@ TEST(CudaEncoderMemory, InterleavedGroupedAttentionQuantEqualsTheStandardLayout)
   }
 }
 
-EncoderBatch MakeBatch(std::mt19937_64& rng, const EncoderConfig& c, std::vector<int32_t> cu) {
-  EncoderBatch b;
-  b.cu = std::move(cu);
-  for (int t = 0; t < b.cu.back(); ++t) {
-    b.ids.push_back(int32_t(rng() % c.vocab));
-    b.types.push_back(int32_t(rng() % 2));
-  }
-  return b;
-}
-
 TEST(CudaEncoderMemory, HeadGroupsAndFfnChunksKeepTheOutputs) {
   if (!test::HaveGpu("encoder memory")) GTEST_SKIP() << "no CUDA device: not tested";
   std::mt19937_64 rng(test::Seed() + 72);
-  EncoderConfig c;
-  c.layers = 2; c.hidden = 256; c.heads = 4; c.intermediate = 1024; c.vocab = 3000;
-  c.max_pos = 160;
+  const EncoderConfig c = test::SmallQuantConfig();
   const EncoderWeights w = EncoderWeights::Random(c, rng());
   EncoderOptions base;
   base.dtype = DType::kF16;
@@ -223,8 +212,8 @@ TEST(CudaEncoderMemory, HeadGroupsAndFfnChunksKeepTheOutputs) {
       CalibrateEncoderAmax(c, w, base, RandomEncoderBatches(c, 2, 8, 128, rng()));
   // Buckets: 320 (298 tokens, lengths 1..128, padded), 64 (57 tokens), 32 (25 tokens).
   const std::vector<EncoderBatch> batches = {
-      MakeBatch(rng, c, {0, 1, 8, 72, 137, 265, 298}), MakeBatch(rng, c, {0, 30, 57}),
-      MakeBatch(rng, c, {0, 5, 25})};
+      test::RandomBatch(rng, c, {0, 1, 8, 72, 137, 265, 298}),
+      test::RandomBatch(rng, c, {0, 30, 57}), test::RandomBatch(rng, c, {0, 5, 25})};
   for (EncoderQuant eq : {EncoderQuant::kInt8, EncoderQuant::kFp8}) {
     const QuantType q = ToQuantType(eq);
     SCOPED_TRACE(EncoderQuantName(eq));

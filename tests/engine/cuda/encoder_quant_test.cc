@@ -27,6 +27,7 @@
 
 #include "engine/cuda/encoder_quant.h"
 #include "tests/engine/cuda/quant_reference.h"
+#include "tests/engine/cuda/quant_test_util.h"
 #include "tests/engine/cuda/test_util.h"
 
 namespace hotline::engine::cuda {
@@ -41,30 +42,12 @@ EncoderConfig TestConfig() {
 }
 
 EncoderBatch TestBatch(std::mt19937_64& rng, const EncoderConfig& c) {
-  EncoderBatch b;
-  b.cu = {0, 1, 8, 72, 137, 265, 298};  // lengths 1, 7, 64, 65, 128, 33; bucket 320 (padded)
-  for (int t = 0; t < b.cu.back(); ++t) {
-    b.ids.push_back(int32_t(rng() % c.vocab));
-    b.types.push_back(int32_t(rng() % 2));
-  }
-  return b;
+  // Lengths 1, 7, 64, 65, 128, 33; bucket 320 (padded).
+  return test::RandomBatch(rng, c, {0, 1, 8, 72, 137, 265, 298});
 }
 
-EncoderOptions QuantOptions(EncoderQuant q, const std::vector<float>& scales) {
-  EncoderOptions o;
-  o.dtype = DType::kF16;
-  o.max_batch = 16;
-  o.max_seq = 128;
-  o.quant = q;
-  o.act_scales = scales;
-  return o;
-}
-
-int Agree(const std::vector<int32_t>& a, const std::vector<int>& b) {
-  int n = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) n += a[i] == b[i];
-  return n;
-}
+using test::Agree;
+using test::QuantEncoderOptions;
 
 TEST(CudaQuantEncoder, Fp8AndInt8MatchFp32WithinQuantisationError) {
   if (!test::HaveGpu("quantised encoder")) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
@@ -78,7 +61,7 @@ TEST(CudaQuantEncoder, Fp8AndInt8MatchFp32WithinQuantisationError) {
 
   // The device calibration on this batch reproduces the reference's maxima (FP16 path: ~1e-3
   // per value, tanh GELU vs erf before FFN2: < 1e-3 absolute).
-  const std::vector<float> amax_same = CalibrateEncoderAmax(c, w, QuantOptions(EncoderQuant::kNone,
+  const std::vector<float> amax_same = CalibrateEncoderAmax(c, w, QuantEncoderOptions(EncoderQuant::kNone,
                                                                                {}), {b});
   ASSERT_EQ(amax_same.size(), amax_ref.size());
   for (size_t i = 0; i < amax_ref.size(); ++i) {
@@ -88,9 +71,9 @@ TEST(CudaQuantEncoder, Fp8AndInt8MatchFp32WithinQuantisationError) {
   }
   // The scales used below come from other batches, as a plan's would.
   const std::vector<float> amax = CalibrateEncoderAmax(
-      c, w, QuantOptions(EncoderQuant::kNone, {}), RandomEncoderBatches(c, 4, 16, 128, rng()));
+      c, w, QuantEncoderOptions(EncoderQuant::kNone, {}), RandomEncoderBatches(c, 4, 16, 128, rng()));
 
-  auto f16 = CudaEncoder::Create(c, w, QuantOptions(EncoderQuant::kNone, {}));
+  auto f16 = CudaEncoder::Create(c, w, QuantEncoderOptions(EncoderQuant::kNone, {}));
   size_t gemm_params = 0;
   for (int l = 0; l < c.layers; ++l) {
     gemm_params += size_t(c.hidden) * (4 * c.hidden + 2 * c.intermediate);
@@ -113,11 +96,11 @@ TEST(CudaQuantEncoder, Fp8AndInt8MatchFp32WithinQuantisationError) {
     SCOPED_TRACE(v.name);
     const std::vector<float> scales = ScalesFromAmax(amax, eq);
     if (!QuantTypeSupported(q)) {
-      EXPECT_THROW(CudaEncoder::Create(c, w, QuantOptions(eq, scales)), Error);
+      EXPECT_THROW(CudaEncoder::Create(c, w, QuantEncoderOptions(eq, scales)), Error);
       std::printf("%s not supported on this GPU: refusal checked\n", v.name);
       continue;
     }
-    EncoderOptions o = QuantOptions(eq, scales);
+    EncoderOptions o = QuantEncoderOptions(eq, scales);
     o.quant_fp8_output = v.fp8_output;
     o.quant_fuse_layernorm = v.fuse_ln;
     auto enc = CudaEncoder::Create(c, w, o);
@@ -283,14 +266,12 @@ TEST(CudaQuantEncoder, LayerNormQuantMatchesLayerNormThenQuantise) {
 TEST(CudaQuantEncoder, Int8RowChunksAreBitIdenticalAndBadScalesAreRefused) {
   if (!test::HaveGpu("quantised encoder")) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
   std::mt19937_64 rng(test::Seed() + 42);
-  EncoderConfig c;
-  c.layers = 2; c.hidden = 256; c.heads = 4; c.intermediate = 1024; c.vocab = 3000;
-  c.max_pos = 160;
+  const EncoderConfig c = test::SmallQuantConfig();
   const EncoderWeights w = EncoderWeights::Random(c, rng());
   const EncoderBatch b = TestBatch(rng, c);
   const std::vector<float> amax = CalibrateEncoderAmax(
-      c, w, QuantOptions(EncoderQuant::kNone, {}), RandomEncoderBatches(c, 2, 8, 128, rng()));
-  EncoderOptions o = QuantOptions(EncoderQuant::kInt8, ScalesFromAmax(amax, EncoderQuant::kInt8));
+      c, w, QuantEncoderOptions(EncoderQuant::kNone, {}), RandomEncoderBatches(c, 2, 8, 128, rng()));
+  EncoderOptions o = QuantEncoderOptions(EncoderQuant::kInt8, ScalesFromAmax(amax, EncoderQuant::kInt8));
   auto whole = CudaEncoder::Create(c, w, o);
   o.quant_chunk_rows = 128;  // 320 padded rows: chunks of 128, 128, 64
   auto chunked = CudaEncoder::Create(c, w, o);

@@ -33,6 +33,7 @@
 
 #include "engine/cuda/encoder_quant.h"
 #include "tests/engine/cuda/quant_reference.h"
+#include "tests/engine/cuda/quant_test_util.h"
 #include "tests/engine/cuda/test_util.h"
 
 namespace hotline::engine::cuda {
@@ -293,22 +294,7 @@ TEST(CudaFp8PerTensor, AttentionQuantEqualsAttentionThenQuantise) {
   }
 }
 
-EncoderOptions Fp8Options(const std::vector<float>& scales, WeightScaling sc) {
-  EncoderOptions o;
-  o.dtype = DType::kF16;
-  o.max_batch = 32;
-  o.max_seq = 128;
-  o.quant = scales.empty() ? EncoderQuant::kNone : EncoderQuant::kFp8;
-  o.act_scales = scales;
-  o.fp8_weight_scaling = sc;
-  return o;
-}
-
-int Agree(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  int n = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) n += a[i] == b[i];
-  return n;
-}
+using test::Agree;
 
 TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
   if (!test::HaveGpu("fp8 per-tensor")) GTEST_SKIP() << "no CUDA device";
@@ -321,12 +307,12 @@ TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
   const EncoderWeights w = EncoderWeights::Random(c, rng());
   EXPECT_EQ(EncoderOptions().fp8_weight_scaling, WeightScaling::kPerChannel);  // the default
   const std::vector<float> amax = CalibrateEncoderAmax(
-      c, w, Fp8Options({}, WeightScaling::kPerTensor), RandomEncoderBatches(c, 4, 16, 128, rng()));
+      c, w, test::QuantEncoderOptions(EncoderQuant::kNone, {}, 32), RandomEncoderBatches(c, 4, 16, 128, rng()));
   const std::vector<float> scales = ScalesFromAmax(amax, EncoderQuant::kFp8);
   const EncoderBatch b = RandomEncoderBatches(c, 1, 32, 128, rng())[0];
   const int B = int(b.cu.size()) - 1;
 
-  auto f16 = CudaEncoder::Create(c, w, Fp8Options({}, WeightScaling::kPerTensor));
+  auto f16 = CudaEncoder::Create(c, w, test::QuantEncoderOptions(EncoderQuant::kNone, {}, 32));
   EncoderOutputs o16;
   f16->CreateContext()->Run(b.ids.data(), b.types.data(), b.cu.data(), B, &o16);
 
@@ -339,7 +325,7 @@ TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
                 {WeightScaling::kPerTensor, false, {}},
                 {WeightScaling::kPerChannel, true, {}}};
   for (Run& r : runs) {
-    EncoderOptions o = Fp8Options(scales, r.sc);
+    EncoderOptions o = test::QuantEncoderOptions(EncoderQuant::kFp8, scales, 32, r.sc);
     o.quant_fuse_attention = r.fuse_attention;
     auto enc = CudaEncoder::Create(c, w, o);
     auto ctx = enc->CreateContext();
