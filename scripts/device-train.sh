@@ -8,7 +8,8 @@
 # Env: BUDGET (seconds per training run, 300), EPOCHS (60), CACHE, PEERS (1: also the PyTorch peers),
 #      TRAIN_ONLY (1: training alone, no engine tests or benchmarks; no bundle needed),
 #      CHECK_DURING / CHECK_AFTER (device-check.sh arguments for the check that runs beside the
-#      training and the one after it; defaults: tests and parity during, bench/s2/parity after),
+#      training and the one after it; unset: tests and parity during, bench/s2/parity after; set
+#      to "": everything),
 #      RETURN_ALL (1: every run's weights come back too, as FP16, for averaging: training/soup.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ bash training/gpu_sweep.sh /tmp/sweep >/tmp/sweep.log 2>&1 &
 train_pid=$!
 mkdir -p /tmp/dc
 # TRAIN_ONLY=1: the GPU is left to training (no engine tests or timing in this call).
-[ "${TRAIN_ONLY:-0}" = 1 ] || OUT=/tmp/dc bash scripts/device-check.sh ${CHECK_DURING:---no-peers --no-bench}
+[ "${TRAIN_ONLY:-0}" = 1 ] || OUT=/tmp/dc bash scripts/device-check.sh ${CHECK_DURING---no-peers --no-bench}
 wait $train_pid
 echo "training done after $(( $(date +%s) - t0 )) s"
 tail -12 /tmp/sweep.log
@@ -29,7 +30,7 @@ if [ "${TRAIN_ONLY:-0}" = 1 ]; then
 elif [ "${PEERS:-0}" = 1 ]; then
   OUT=/tmp/dc bash scripts/device-check.sh --no-tests --peer-deadline 150
 else
-  OUT=/tmp/dc bash scripts/device-check.sh ${CHECK_AFTER:---no-tests --no-peers}
+  OUT=/tmp/dc bash scripts/device-check.sh ${CHECK_AFTER---no-tests --no-peers}
 fi
 cp /tmp/sweep.log /tmp/dc/
 # The device tool returns files of at most 16 MiB: the archive goes back in 15 MB parts
@@ -42,7 +43,7 @@ if [ "${RETURN_ALL:-0}" = 1 ]; then
   for d in "${RUNS_DIR:-/tmp/hotline_runs}"/*/; do
     [ -f "$d/config.json" ] || continue
     n=$(basename "$d")
-    python3 training/fp16_run.py "$d" /tmp/sweep/runs/$n
+    python3 training/fp16_run.py "$d" /tmp/sweep/runs/$n || echo "RETURN_ALL: $n not returned"
   done
   extra=(sweep/runs)
 fi
