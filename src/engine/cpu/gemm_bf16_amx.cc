@@ -39,8 +39,16 @@ void AmxTile(const Bf16AmxJob& j, int m, int p, float* cbuf) {
   const uint16_t* a = j.x + size_t(m) * size_t(j.kpad);
   const uint16_t* b = j.w + size_t(p) * pstride;
   AmxZeroAccumulators<RB, NP>();
-  AmxKLoop<RB, NP>(a, ldx_bytes, b, pstride * 2, j.kpad / 32,
-                   []<int C, int A, int B>() { _tile_dpbf16ps(C, A, B); });
+  for (int kk = 0; kk < j.kpad / 32; ++kk) {
+    _tile_loadd(4, a + size_t(kk) * 32, ldx_bytes);
+    if constexpr (RB > 1) _tile_loadd(5, a + 16 * size_t(j.kpad) + size_t(kk) * 32, ldx_bytes);
+    _tile_loadd(6, b + size_t(kk) * 512, 64);
+    if constexpr (NP > 1) _tile_loadd(7, b + pstride + size_t(kk) * 512, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NP > 1) _tile_dpbf16ps(1, 4, 7);
+    if constexpr (RB > 1) _tile_dpbf16ps(2, 5, 6);
+    if constexpr (RB > 1 && NP > 1) _tile_dpbf16ps(3, 5, 7);
+  }
   AmxStoreAndFinish<RB, NP>(cbuf, m, j.m1, [&](int row, int np, const float* c) {
     FinishBf16(j, row, p + np, _mm512_load_ps(c));
   });

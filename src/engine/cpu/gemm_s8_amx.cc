@@ -30,8 +30,16 @@ void AmxTile(const S8Job& j, int m, int p, int32_t* cbuf) {
   const uint8_t* a = j.xu + size_t(m) * ldx;
   const int8_t* b = j.w + size_t(p) * pstride;
   AmxZeroAccumulators<RB, NP>();
-  AmxKLoop<RB, NP>(a, ldx, b, pstride, j.k4 / 16,
-                   []<int C, int A, int B>() { _tile_dpbusd(C, A, B); });
+  for (int kk = 0; kk < j.k4 / 16; ++kk) {
+    _tile_loadd(4, a + size_t(kk) * 64, ldx);
+    if constexpr (RB > 1) _tile_loadd(5, a + 16 * ldx + size_t(kk) * 64, ldx);
+    _tile_loadd(6, b + size_t(kk) * 1024, 64);
+    if constexpr (NP > 1) _tile_loadd(7, b + pstride + size_t(kk) * 1024, 64);
+    _tile_dpbusd(0, 4, 6);
+    if constexpr (NP > 1) _tile_dpbusd(1, 4, 7);
+    if constexpr (RB > 1) _tile_dpbusd(2, 5, 6);
+    if constexpr (RB > 1 && NP > 1) _tile_dpbusd(3, 5, 7);
+  }
   AmxStoreAndFinish<RB, NP>(cbuf, m, j.m1, [&](int row, int np, const int32_t* c) {
     Finish(j, row, p + np, _mm512_load_si512(c));
   });
