@@ -520,7 +520,7 @@ nlohmann::json Measure(const std::string& label, const hc::EncoderConfig& c,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_path, models = "base,small", lengths_path, quant = "fp8,int8";
+  std::string out_path, models = "base,small", lengths_path, quant = "fp8,int8", only;
   int quant_chunk = 2048;
   double target_s = 1.0;
   bool profile = false, profile_only = false;
@@ -532,11 +532,13 @@ int main(int argc, char** argv) {
     else if (a == "--mixed-lengths" && i + 1 < argc) lengths_path = argv[++i];
     else if (a == "--quant" && i + 1 < argc) quant = argv[++i];
     else if (a == "--quant-chunk" && i + 1 < argc) quant_chunk = std::stoi(argv[++i]);
+    else if (a == "--variants" && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
     else if (a == "--profile") profile = true;
     else if (a == "--profile-only") profile = profile_only = true;
     else {
       std::fprintf(stderr, "usage: %s [--out FILE] [--models base,small] [--target-s S] "
                    "[--mixed-lengths FILE] [--quant fp8,int8|none] [--quant-chunk ROWS] "
+                   "[--variants fp8,fp8_exact,...] "
                    "[--profile] [--profile-only]\n",
                    argv[0]);
       return 2;
@@ -580,19 +582,19 @@ int main(int argc, char** argv) {
       R[kind] = Measure(kind, c, w, o, rng, mixed, target_s, t0);
       // FP8 / INT8 (G3, G5): the four big GEMMs per layer quantised, scales calibrated (amax)
       // on random batches of this workload's shape. Base only (the targets are base's).
-      // fp8: the default (per-channel x per-token scale vectors, every fusion); fp8_pertensor:
-      // the same with one weight scale per matrix (scalar scales); fp8_noqout: per channel, no
-      // fusions (FFN1 without the E4M3 output, LayerNorm / attention and their quantise passes
-      // apart); fp8_unchunked: the default without the memory tiling (FFN row chunks, QKV head
-      // groups: the speed they cost against the memory they save). HOTLINE_BENCH_FP8_FASTACC=1
-      // adds fp8_fastacc (per tensor, fast accumulation).
-      std::vector<std::string> variants = {"fp8", "fp8_unchunked", "fp8_pertensor", "fp8_noqout",
+      // fp8: the defaults (per-tensor weight scales, fast accumulation for K <= 1024, E4M3
+      // FFN1 output, every fusion, the memory tiling); fp8_exact: exact accumulation;
+      // fp8_fastall: fast accumulation for every GEMM (FFN2 too); fp8_perchannel: per-channel x
+      // per-token scale vectors, exact (the default before 2026-12-02); fp8_unchunked: the
+      // defaults without the memory tiling (FFN row chunks, QKV head groups); fp8_noqout: per
+      // channel, no fusions (LayerNorm / attention and their quantise passes apart).
+      std::vector<std::string> variants = {"fp8",           "fp8_exact",   "fp8_fastall",
+                                           "fp8_perchannel", "fp8_unchunked", "fp8_noqout",
                                            "int8"};
-      if (const char* fa = std::getenv("HOTLINE_BENCH_FP8_FASTACC"); fa && *fa == '1')
-        variants.insert(variants.begin() + 2, "fp8_fastacc");
       for (const std::string& variant : variants) {
         const std::string qn = variant.substr(0, variant.find('_'));
         if (kind != "base" || quant.find(qn) == std::string::npos) continue;
+        if (!only.empty() && only.find("," + variant + ",") == std::string::npos) continue;
         const hc::EncoderQuant eq = hc::ParseEncoderQuant(qn);
         const std::string label = kind + "_" + variant;
         if (!hc::QuantTypeSupported(hc::ToQuantType(eq))) {
@@ -609,12 +611,11 @@ int main(int argc, char** argv) {
           oq.quant_fp8_output = variant != "fp8_noqout";
           oq.quant_fuse_layernorm = variant != "fp8_noqout";  // the "no fusions" row
           oq.quant_fuse_attention = variant != "fp8_noqout";
-          oq.fp8_weight_scaling =
-              (variant == "fp8_pertensor" || variant == "fp8_fastacc")
-                  ? hc::WeightScaling::kPerTensor
-                  : hc::WeightScaling::kPerChannel;
-          oq.fp8_fast_accum = variant == "fp8_fastacc";
-          if (variant == "fp8_unchunked") {
+          const bool per_channel = variant == "fp8_perchannel" || variant == "fp8_noqout";
+          if (per_channel) oq.fp8_weight_scaling = hc::WeightScaling::kPerChannel;
+          if (per_channel || variant == "fp8_exact") oq.fp8_fast_accum_max_k = 0;
+          if (variant == "fp8_fastall") oq.fp8_fast_accum_max_k = 1 << 30;
+          if (variant.find("unchunked") != std::string::npos) {
             oq.quant_ffn_chunk_rows = 0;
             oq.quant_qkv_group_tokens = 0;
           }
@@ -622,7 +623,7 @@ int main(int argc, char** argv) {
           R[label]["quant_chunk_rows"] = quant_chunk;
           if (eq == hc::EncoderQuant::kFp8) {
             R[label]["fp8_weight_scaling"] = hc::WeightScalingName(oq.fp8_weight_scaling);
-            R[label]["fp8_fast_accum"] = oq.fp8_fast_accum;
+            R[label]["fp8_fast_accum_max_k"] = oq.fp8_fast_accum_max_k;
           }
         } catch (const hotline::Error& e) {
           R[label] = {{"error", e.what()}};

@@ -94,8 +94,10 @@ __device__ __forceinline__ float2 Unpack(uint32_t v) {
   }
 }
 
+// Four 64-query blocks per SM at D <= 64 (128 registers a thread): the FP16-output kernel
+// needed 134-135 and ran three.
 template <typename T, int D, int W, int kQ = 0>
-__global__ void __launch_bounds__(W * 32)
+__global__ void __launch_bounds__(W * 32, (W == 4 && D <= 64) ? 4 : 1)
     AttentionMmaKernel(const T* __restrict__ qkv, const int32_t* __restrict__ cu, int heads,
                        float scale_log2, T* __restrict__ ctx, float out_scale,
                        uint8_t* __restrict__ ctx_q, bool interleaved, int ldo) {
@@ -142,21 +144,31 @@ __global__ void __launch_bounds__(W * 32)
   for (int i = 0; i < 2 * KC; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float ma = -INFINITY, mb = -INFINITY;  // running max (scaled, base 2) of rows qa, qb
   float la = 0.f, lb = 0.f;              // this thread's share of the running sums
-  const int4 zero = make_int4(0, 0, 0, 0);
 
+  // K and V tiles are staged with cp.async: every 16-byte copy of the tile is issued before
+  // the block waits once (the Q loads above are in flight meanwhile). Plain loads into registers
+  // then stores made each loop step wait for its own global round trip (4 in a row at D = 64).
+  // Rows past the sequence are zero-filled (source size 0; the address stays a valid row).
+  constexpr int kSteps = kKT * kVec / (W * 32);
+  static_assert(kKT * kVec % (W * 32) == 0, "the tile's 16-byte vectors split evenly over the block");
   for (int k0 = 0; k0 < len; k0 += kKT) {
     __syncthreads();  // previous tile fully consumed
-    for (int i = tid; i < kKT * kVec; i += W * 32) {
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j) {
+      const int i = tid + j * W * 32;
       const int r = i / kVec, c = (i % kVec) * 8;
-      int4 kv = zero, vv = zero;
-      if (k0 + r < len) {
-        const T* base = qkv + (start + k0 + r) * ld + koff + c;
-        kv = *reinterpret_cast<const int4*>(base);
-        vv = *reinterpret_cast<const int4*>(base + vfromk);
-      }
-      *reinterpret_cast<int4*>(sK + r * ldh + c) = kv;
-      *reinterpret_cast<int4*>(sV + r * ldh + c) = vv;
+      const bool in = k0 + r < len;
+      const T* base = qkv + (start + (in ? k0 + r : 0)) * ld + koff + c;
+      const uint32_t n = in ? 16u : 0u;
+      const uint32_t dk = static_cast<uint32_t>(__cvta_generic_to_shared(sK + r * ldh + c));
+      const uint32_t dv = static_cast<uint32_t>(__cvta_generic_to_shared(sV + r * ldh + c));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dk), "l"(base),
+                   "r"(n));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dv),
+                   "l"(base + vfromk), "r"(n));
     }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
     __syncthreads();
 
     // S = Q K^T for 64 keys: NT accumulators of 16 x 8.

@@ -85,15 +85,22 @@ struct EncoderOptions {
   bool quant_fp8_output = true;
   // Quantised encoders: each LayerNorm also writes the next GEMM's 8-bit input (one pass).
   bool quant_fuse_layernorm = true;
-  // FP8 encoders: how the four GEMMs' weights are scaled (quant_gemm.h). Per channel (default):
-  // per-channel x per-token scale vectors (OUTER_VEC_32F), fused in cuBLASLt; per tensor: scalar
-  // scales. On the H200 with cuBLASLt 13.1 (2026-12-02) cuBLASLt refused the fused per-tensor
-  // GEMM, which then ran on the FP32-scratch path at less than half the speed, and the default
-  // model's A2 fell to 99.38% (per channel: 99.55%): per tensor stays an option, not the default.
-  // INT8 encoders are always per channel. Plans record the choice (backend_cuda.cc).
-  // fp8_fast_accum: cuBLASLt's fast FP8 accumulation.
-  WeightScaling fp8_weight_scaling = WeightScaling::kPerChannel;
-  bool fp8_fast_accum = false;
+  // FP8 encoders: how the four GEMMs' weights are scaled (quant_gemm.h). Per tensor (default):
+  // one scale per weight matrix and scalar A/B scale pointers, cuBLASLt's plain FP8 GEMM (what
+  // TensorRT and Transformer Engine run), which also writes FFN1's GELU output in E4M3; per
+  // channel: per-channel x per-token scale vectors (OUTER_VEC_32F), for which cuBLASLt 13.1 has
+  // one algorithm and no E4M3 output. H200, BERT-base 128 x 64 (2026-12-02): per tensor 51.7k
+  // seq/s device against 44.8k; A2 on the v6 default model 100.00% for both (an earlier 4-layer
+  // model gave 99.38% per tensor, 99.55% per channel: a model that loses accuracy per tensor
+  // is built per channel). INT8 encoders are always per channel. Plans record the choice.
+  WeightScaling fp8_weight_scaling = WeightScaling::kPerTensor;
+  // FP8 encoders: GEMMs whose K (input width) is at most this use Hopper's fast FP8
+  // accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM: partial sums kept at reduced precision inside
+  // the tensor core, never promoted to FP32 along K; Transformer Engine's choice for forward
+  // GEMMs). Its error grows with K, so the default takes the K = hidden GEMMs of BERT-base (QKV,
+  // attention output, FFN1: K = 768) and leaves FFN2 (K = 3072) exact. 0 = exact everywhere.
+  // Plans record it (a plan without the record was built exact).
+  int fp8_fast_accum_max_k = 1024;
   // Quantised encoders: attention writes the output GEMM's 8-bit input itself where its kernel
   // can (AttentionQuantSupported, encoder_quant.h), skipping a quantise pass.
   bool quant_fuse_attention = true;
@@ -182,7 +189,14 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   // Quantised encoders: the head groups and the FFN chunk rows a bucket of Tb tokens runs with
   // (1 and Tb when the options leave them off); the activation buffer bytes it needs.
   int QkvGroups(int Tb) const;
-  int FfnChunkRows(int Tb) const;
+  // Rows per FFN chunk at bucket Tb: the most rows (a multiple of 64, chunks of equal size)
+  // whose FFN activation in the shared buffer fits the budget quant_ffn_chunk_rows sets, i.e.
+  // quant_ffn_chunk_rows x I x (dtype + 1 byte): FFN1's output and its 8-bit copy. With
+  // e4m3_out (FFN1 writes FFN2's E4M3 input itself, nothing else) a row costs I bytes, so three
+  // times the rows fit the same bytes: at 8,192 tokens the FFN runs whole, at no extra memory.
+  int FfnChunkRows(int Tb, bool e4m3_out = false) const;
+  // Whether FFN1 asks cuBLASLt for its E4M3 output (whether it gets it is per row count).
+  bool Ffn1MayWriteE4M3() const;
   bool qkv_interleaved() const { return qkv_interleaved_; }
 };
 
@@ -262,6 +276,9 @@ class CudaEncoderContext {
   void* d_xq_ffn_ = nullptr;
   bool xq_ffn_in_u_ = false;
   void* d_acc_ = nullptr;
+  // FFN chunk rows per prepared token bucket (PrepareQuant: the E4M3-output rows where FFN1
+  // writes E4M3 at them, else the FP16-output rows).
+  std::map<int, int> ffn_rows_;
   int acc_rows_ = 0;
   float* d_amax_ = nullptr;  // [layers][4] calibration maxima
   bool calibrating_ = false;

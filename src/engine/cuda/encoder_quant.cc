@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 
@@ -107,6 +108,28 @@ bool ParseFp8WeightScalingLine(const std::string& record, WeightScaling* s) {
   return false;
 }
 
+std::string Fp8FastAccumLine(int max_k) {
+  return "hotline-fp8-fast-accum-max-k " + std::to_string(max_k) + "\n";
+}
+
+bool ParseFp8FastAccumLine(const std::string& record, int* max_k) {
+  std::istringstream in(record);
+  const std::string head = "hotline-fp8-fast-accum-max-k ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(head, 0) != 0) continue;
+    const std::string v = line.substr(head.size());
+    char* end = nullptr;
+    const long k = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || k < 0 || k > (1L << 30)) {
+      throw Error("plan record: bad FP8 fast-accumulation line '" + line.substr(0, 80) +
+                  "' (want a K bound >= 0)", Code::kInvalidArgument);
+    }
+    *max_k = int(k);
+    return true;
+  }
+  return false;
+}
+
 std::string QuantScalesLine(EncoderQuant q, const std::vector<float>& scales) {
   std::string line = std::string("hotline-quant-scales ") + EncoderQuantName(q) + " " +
                      std::to_string(scales.size());
@@ -156,7 +179,8 @@ void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer*
                                                                    : GemmEpilogue::kBiasGeluTanh;
   const bool fp8 = q == QuantType::kFp8E4M3;
   const WeightScaling sc = fp8 ? opt_.fp8_weight_scaling : WeightScaling::kPerChannel;
-  const bool fa = fp8 && opt_.fp8_fast_accum;
+  // Fast accumulation per GEMM by its K (EncoderOptions::fp8_fast_accum_max_k).
+  auto fa = [&](int K) { return fp8 && K <= opt_.fp8_fast_accum_max_k; };
   if (qkv_interleaved_) {
     // Head groups: QKV columns stored per head, [Q_h K_h V_h] for h = 0..heads-1 (column c of
     // part p (Q, K, V), head h, offset d moves to h * 3D + p * D + d); per-channel scales and
@@ -171,7 +195,7 @@ void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer*
       for (int k = 0; k < H; ++k) pw[size_t(k) * 3 * H + nc] = w.qkv_w[size_t(k) * 3 * H + c];
     }
     d->qqkv = std::make_unique<QuantGemm>(pw.data(), H, 3 * H, pb.data(), GemmEpilogue::kBias, q,
-                                          s[0], dt, rows, sc, fa);
+                                          s[0], dt, rows, sc, fa(H));
     for (int G = 2; G <= heads; ++G) {
       if (!ValidQkvGroups(G)) continue;
       const int width = heads / G * 3 * D;
@@ -181,14 +205,14 @@ void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer*
     }
   } else {
     d->qqkv = std::make_unique<QuantGemm>(w.qkv_w.data(), H, 3 * H, w.qkv_b.data(),
-                                          GemmEpilogue::kBias, q, s[0], dt, rows, sc, fa);
+                                          GemmEpilogue::kBias, q, s[0], dt, rows, sc, fa(H));
   }
   d->qout = std::make_unique<QuantGemm>(w.out_w.data(), H, H, w.out_b.data(), GemmEpilogue::kBias,
-                                        q, s[1], dt, rows, sc, fa);
+                                        q, s[1], dt, rows, sc, fa(H));
   d->qff1 = std::make_unique<QuantGemm>(w.ff1_w.data(), H, I, w.ff1_b.data(), gelu, q, s[2], dt,
-                                        rows, sc, fa);
+                                        rows, sc, fa(H));
   d->qff2 = std::make_unique<QuantGemm>(w.ff2_w.data(), I, H, w.ff2_b.data(), GemmEpilogue::kBias,
-                                        q, s[3], dt, rows, sc, fa);
+                                        q, s[3], dt, rows, sc, fa(I));
   if (q == QuantType::kFp8E4M3 && opt_.quant_fp8_output && dt != DType::kF32) {
     d->qff1->SetQuantisedOutput(s[3]);  // FFN1 writes FFN2's E4M3 input where cuBLASLt can
   }
@@ -226,9 +250,22 @@ int CudaEncoder::QkvGroups(int Tb) const {
   return best;  // none fits: the finest grouping there is
 }
 
-int CudaEncoder::FfnChunkRows(int Tb) const {
+int CudaEncoder::FfnChunkRows(int Tb, bool e4m3_out) const {
   const int C = opt_.quant_ffn_chunk_rows;
-  return opt_.quant != EncoderQuant::kNone && C > 0 && Tb > C ? C : Tb;
+  if (opt_.quant == EncoderQuant::kNone || C <= 0 || Tb <= C) return Tb;
+  const size_t es = DTypeSize(opt_.dtype), I = cfg_.intermediate;
+  const size_t budget = size_t(C) * I * (es + 1);
+  const size_t row = e4m3_out ? I : I * (es + 1);
+  int most = int(std::min<size_t>(budget / row, size_t(Tb)));
+  if (most >= Tb) return Tb;
+  if (most >= 64) most = most / 64 * 64;  // chunks start at 64-row boundaries
+  const int n = (Tb + most - 1) / most;
+  const int rows = (Tb + n - 1) / n;      // equal chunks: <= most
+  return most >= 64 ? std::min(most, (rows + 63) / 64 * 64) : rows;
+}
+
+bool CudaEncoder::Ffn1MayWriteE4M3() const {
+  return opt_.quant == EncoderQuant::kFp8 && opt_.quant_fp8_output && opt_.dtype != DType::kF32;
 }
 
 namespace {
@@ -261,8 +298,9 @@ size_t CudaEncoderContext::QuantUnionBytes() const {
     const size_t Tb = tb, G = e.QkvGroups(tb), m = e.FfnChunkRows(tb);
     size_t att = e.qkv_interleaved_ ? Tb * 3 * H * es : Tb * 4 * H * es;
     if (G > 1) att = Align256(Tb * 3 * H / G * es) + Tb * H;
-    const size_t ffn = e.opt_.quant_ffn_chunk_rows > 0 ? Align256(m * I * es) + m * I
-                                                       : Tb * I * es;
+    size_t ffn = e.opt_.quant_ffn_chunk_rows > 0 ? Align256(m * I * es) + m * I : Tb * I * es;
+    // FFN1 writing E4M3 (decided per bucket at PrepareQuant): its chunk's [me, I] 8-bit output.
+    if (e.Ffn1MayWriteE4M3()) ffn = std::max(ffn, size_t(e.FfnChunkRows(tb, true)) * I);
     need = std::max({need, att, ffn, Tb * size_t(ns_pad_) * es});
   }
   return need;
@@ -277,7 +315,9 @@ size_t CudaEncoderContext::QuantAccBytes() const {
   const size_t a = size_t(acc_rows_);
   size_t need = 0;
   for (int tb : AllBuckets(max_tokens_)) {
-    const size_t Tb = tb, G = e.QkvGroups(tb), m = e.FfnChunkRows(tb);
+    const size_t Tb = tb, G = e.QkvGroups(tb);
+    const size_t m = std::max(e.FfnChunkRows(tb), e.Ffn1MayWriteE4M3() ? e.FfnChunkRows(tb, true)
+                                                                       : 0);
     need = std::max({need, std::min(Tb, a) * 3 * H / G, std::min(Tb, a) * H,
                      std::min(m, a) * std::max(I, H)});
   }
@@ -288,7 +328,8 @@ std::vector<std::string> CudaEncoder::QuantPaths(int M) const {
   std::vector<std::string> r;
   if (layers_.empty() || !layers_[0].qqkv) return r;
   const Layer& L = layers_[0];
-  const int G = QkvGroups(M), C = FfnChunkRows(M);
+  const int G = QkvGroups(M), Ce = FfnChunkRows(M, true);
+  const int C = Ffn1MayWriteE4M3() && L.qff1->QuantisedOutput(Ce) ? Ce : FfnChunkRows(M);
   const std::string rows = C < M ? " (rows in chunks of " + std::to_string(C) + ")" : "";
   if (G > 1) {
     r.push_back("qkv: " + std::to_string(G) + " head groups of " +
@@ -350,9 +391,28 @@ void CudaEncoderContext::PrepareQuant(int Tb) {
     g->Prepare(M, res, ws, stream_);
     if (!g->Fused(M, res)) need_acc = true;
   };
-  const int G = e.QkvGroups(Tb), C = e.FfnChunkRows(Tb);
-  std::vector<int> ffn_rows{C};  // the FFN's row counts per call: chunks and the remainder
-  if (Tb % C) ffn_rows.push_back(Tb % C);
+  const int G = e.QkvGroups(Tb);
+  // FFN chunk rows: FFN1 writing E4M3 takes a third of the bytes per row, so more rows per
+  // chunk fit the same buffer; only where cuBLASLt grants the E4M3 output at those row counts.
+  auto calls = [Tb](int C) {  // the FFN's row counts per call: chunks and the remainder
+    std::vector<int> r{C};
+    if (Tb % C) r.push_back(Tb % C);
+    return r;
+  };
+  int C = e.FfnChunkRows(Tb);
+  if (e.Ffn1MayWriteE4M3()) {
+    const int Ce = e.FfnChunkRows(Tb, true);
+    bool all = true;
+    for (auto& L : e.layers_) {
+      for (int m : calls(Ce)) {
+        prepare(L.qff1.get(), m, false);
+        all = all && L.qff1->QuantisedOutput(m);
+      }
+    }
+    if (all) C = Ce;
+  }
+  ffn_rows_[Tb] = C;
+  const std::vector<int> ffn_rows = calls(C);
   for (auto& L : e.layers_) {
     if (G == 1) {
       prepare(L.qqkv.get(), Tb, false);
@@ -454,7 +514,10 @@ void CudaEncoderContext::EnqueueQuantLayer(int l, int Tb, int Sb, int Bb) {
     QuantizeActivations(dt, d_x_, TH, L.qff1->x_scale(), q, d_xq_, s);
   }
   // FFN in row chunks of C (one chunk when off): rows are independent, x += FFN(x) in place.
-  const int C = e.FfnChunkRows(Tb);
+  const auto fr = ffn_rows_.find(Tb);
+  if (fr == ffn_rows_.end()) throw Error("quantised encoder: bucket " + std::to_string(Tb) +
+                                         " enqueued before PrepareQuant", Code::kInternal);
+  const int C = fr->second;
   for (int r0 = 0; r0 < Tb; r0 += C) {
     const int m = std::min(C, Tb - r0);
     const void* xin = static_cast<const char*>(d_xq_) + size_t(r0) * H;

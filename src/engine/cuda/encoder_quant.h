@@ -69,6 +69,10 @@ bool ParseQuantScalesLine(const std::string& record, EncoderQuant q, size_t n,
 // before the choice existed were per channel) and throws on an unknown value.
 std::string Fp8WeightScalingLine(WeightScaling s);
 bool ParseFp8WeightScalingLine(const std::string& record, WeightScaling* s);
+// The plan record's FP8 fast-accumulation bound (EncoderOptions::fp8_fast_accum_max_k): the
+// line, and its parse (false when the record has none; throws on a malformed one).
+std::string Fp8FastAccumLine(int max_k);
+bool ParseFp8FastAccumLine(const std::string& record, int* max_k);
 
 // x = LayerNorm(x) * gamma + beta in place over rows of `hidden` (<= 1024; FP32 two-pass
 // statistics) and xq = Q(x / x_scale) of the stored values, in one pass (encoder_quant.cu): the

@@ -227,6 +227,12 @@ TEST(CudaFp8PerTensor, BadOptionsAreRefused) {
   EXPECT_EQ(s, WeightScaling::kPerTensor);
   EXPECT_FALSE(ParseFp8WeightScalingLine("hotline-quant-scales fp8 0\n", &s));
   EXPECT_THROW(ParseFp8WeightScalingLine("hotline-fp8-weight-scaling per_row\n", &s), Error);
+  int k = -1;
+  EXPECT_TRUE(ParseFp8FastAccumLine("x\n" + Fp8FastAccumLine(768) + "y\n", &k));
+  EXPECT_EQ(k, 768);
+  EXPECT_FALSE(ParseFp8FastAccumLine("hotline-quant-scales fp8 0\n", &k));
+  EXPECT_THROW(ParseFp8FastAccumLine("hotline-fp8-fast-accum-max-k -3\n", &k), Error);
+  EXPECT_THROW(ParseFp8FastAccumLine("hotline-fp8-fast-accum-max-k 12x\n", &k), Error);
   // Attention with a quantised output: FP32 has no such kernel and says so.
   EXPECT_FALSE(AttentionQuantSupported(DType::kF32, 64));
   EXPECT_FALSE(AttentionQuantSupported(DType::kF16, 48));
@@ -305,7 +311,7 @@ TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
   c.vocab = 5000;
   c.max_pos = 160;
   const EncoderWeights w = EncoderWeights::Random(c, rng());
-  EXPECT_EQ(EncoderOptions().fp8_weight_scaling, WeightScaling::kPerChannel);  // the default
+  EXPECT_EQ(EncoderOptions().fp8_weight_scaling, WeightScaling::kPerTensor);  // the default
   const std::vector<float> amax = CalibrateEncoderAmax(
       c, w, test::QuantEncoderOptions(EncoderQuant::kNone, {}, 32), RandomEncoderBatches(c, 4, 16, 128, rng()));
   const std::vector<float> scales = ScalesFromAmax(amax, EncoderQuant::kFp8);
@@ -320,13 +326,17 @@ TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
     WeightScaling sc;
     bool fuse_attention;
     EncoderOutputs out;
+    int fast_accum_max_k = 0;
   };
+  // The last run: the encoder's defaults (fast accumulation for K <= 1024: QKV, out, FFN1).
   Run runs[] = {{WeightScaling::kPerTensor, true, {}},
                 {WeightScaling::kPerTensor, false, {}},
-                {WeightScaling::kPerChannel, true, {}}};
+                {WeightScaling::kPerChannel, true, {}},
+                {WeightScaling::kPerTensor, true, {}, EncoderOptions().fp8_fast_accum_max_k}};
   for (Run& r : runs) {
     EncoderOptions o = test::QuantEncoderOptions(EncoderQuant::kFp8, scales, 32, r.sc);
     o.quant_fuse_attention = r.fuse_attention;
+    o.fp8_fast_accum_max_k = r.fast_accum_max_k;
     auto enc = CudaEncoder::Create(c, w, o);
     auto ctx = enc->CreateContext();
     ctx->Run(b.ids.data(), b.types.data(), b.cu.data(), B, &r.out);
@@ -360,6 +370,17 @@ TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
               ei, es, ia, B, sa, o16.slots.size(), ci, cs, ca, B, csa, o16.slots.size(), si, ss);
   EXPECT_LE(si, 0.08);
   EXPECT_LE(ss, 0.08);
+  {  // Fast accumulation (the default) stays near exact accumulation's error against FP16.
+    const EncoderOutputs& fa = runs[3].out;
+    const double fi = ref::RelErr(fa.intent_logits, o16.intent_logits);
+    const double fs = ref::RelErr(fa.slot_logits, o16.slot_logits);
+    std::printf("fp8 per tensor, fast accumulation K <= %d, vs fp16: intent %.4f slot %.4f, agree "
+                "%d/%d intents (exact: %.4f %.4f)\n", runs[3].fast_accum_max_k, fi, fs,
+                Agree(fa.intent, o16.intent), B, ei, es);
+    EXPECT_LE(fi, 1.3 * ref::RelErr(pt.intent_logits, o16.intent_logits) + 0.01);
+    EXPECT_LE(fs, 1.3 * ref::RelErr(pt.slot_logits, o16.slot_logits) + 0.01);
+    EXPECT_GE(Agree(fa.intent, o16.intent), Agree(pt.intent, o16.intent) - 3);
+  }
   EXPECT_LE(ei, 0.15);
   EXPECT_LE(es, 0.15);
   EXPECT_LE(ei, 1.3 * ci + 0.01);

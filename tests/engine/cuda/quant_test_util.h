@@ -48,6 +48,7 @@ inline EncoderOptions QuantEncoderOptions(EncoderQuant q, const std::vector<floa
   o.quant = q;
   o.act_scales = scales;
   o.fp8_weight_scaling = fp8_scaling;
+  o.fp8_fast_accum_max_k = 0;  // exact accumulation: what the CPU simulations compute
   return o;
 }
 
