@@ -29,9 +29,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-VARIANTS=${VARIANTS:-fp8,fp8_exact,fp8_fastall,fp8_perchannel,fp8_unchunked}
-QUANT=${QUANT:-fp8}
-FP8_ALT_FLAGS=${FP8_ALT_FLAGS:---fp8-fast-accum-max-k 1000000}
+VARIANTS=${VARIANTS:-fp8,fp8_exact,fp8_fast1024,fp8_perchannel,int8}
+QUANT=${QUANT:-fp8,int8}
+FP8_ALT_FLAGS=${FP8_ALT_FLAGS:---fp8-weight-scaling per_channel --fp8-fast-accum-max-k 0}
 OUT=${OUT:-$PWD/device-out}
 HL=/tmp/hl
 LOG=$OUT/logs.txt

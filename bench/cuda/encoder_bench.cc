@@ -29,6 +29,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -99,6 +100,40 @@ nlohmann::json TimeRuns(hc::CudaEncoderContext& ctx, const std::vector<Inputs>& 
   return {{"median_ms", Median(ms)}, {"p10_ms", Pct(ms, 0.1)}, {"p99_ms", Pct(ms, 0.99)},
           {"reps", ms.size()}, {"seq_per_s", B / Median(ms) * 1e3},
           {"device_median_ms", Median(dev_ms)}, {"device_seq_per_s", B / Median(dev_ms) * 1e3}};
+}
+
+// Throughput of `n` contexts of one encoder, each driven by its own host thread (its own stream),
+// as a server with n instances on one GPU runs them: one context's host work (staging, launch,
+// copies back) and kernel tails overlap another's kernels. seq/s = all sequences / wall time.
+nlohmann::json TimeConcurrent(hc::CudaEncoder& enc, hc::CudaEncoderContext& first, int n,
+                              const std::vector<Inputs>& sets, double target_s) {
+  std::vector<std::unique_ptr<hc::CudaEncoderContext>> own;
+  std::vector<hc::CudaEncoderContext*> ctxs{&first};
+  for (int i = 1; i < n; ++i) {
+    own.push_back(enc.CreateContext());
+    own.back()->Warmup({{sets[0].batch(), 64}});
+    ctxs.push_back(own.back().get());
+  }
+  std::vector<long> runs(n, 0);
+  const auto t0 = Clock::now();
+  const auto t_end = t0 + std::chrono::duration<double>(target_s);
+  std::vector<std::thread> th;
+  for (int i = 0; i < n; ++i) {
+    th.emplace_back([&, i] {
+      hc::EncoderOutputs out;
+      for (long r = 0; r < 30 || Clock::now() < t_end; ++r) {
+        const Inputs& in = sets[(r + i) % sets.size()];
+        ctxs[i]->Run(in.ids.data(), nullptr, in.cu.data(), in.batch(), &out);
+        ++runs[i];
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  long total = 0;
+  for (long r : runs) total += r;
+  return {{"contexts", n}, {"batches", total}, {"seconds", s},
+          {"seq_per_s", double(total) * sets[0].batch() / s}};
 }
 
 nlohmann::json Mixed(hc::CudaEncoderContext& ctx, const std::vector<int>& lens, int per_batch,
@@ -275,7 +310,7 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
   gemm_row("qkv", gq, x.p, qkv, nullptr);
   double att_flops = 0;
   for (int L : lens) att_flops += 4.0 * L * L * D * nh;
-  for (int v : {0, 1}) {
+  for (int v : {0, 1, 2}) {
     with(saved.layernorm, v);
     add("attention v" + std::to_string(v), 4 * act, att_flops, [&](cudaStream_t s) {
       hc::Attention(dt, qkv, dcu.as<int32_t>(), B, Sb, nh, D, scale, ctxp, s);
@@ -362,13 +397,16 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
       add(qn + " layernorm+quantize [T,H]", 2 * act + tok * H, 0, [&](cudaStream_t s) {
         hc::LayerNormQuant(dt, x.p, Tb, H, g, be, c.eps, xs, q, xq.p, s);
       });
-      if (hc::AttentionQuantSupported(dt, D)) {
-        add(qn + " attention, quantised output", 3 * act + tok * H,
+      for (int v : {1, 2}) {  // attention variants with a quantised-output kernel
+        with(saved.layernorm, v);
+        if (!hc::AttentionQuantSupported(dt, D)) continue;
+        add(qn + " attention, quantised output v" + std::to_string(v), 3 * act + tok * H,
             4.0 * tok * Sb * H, [&](cudaStream_t s) {
               hc::AttentionQuant(dt, qkv, dcu.as<int32_t>(), B, Sb, nh, D, scale, xs, q, xq.p,
                                  s);
             });
       }
+      hc::SetKernelVariants(saved);
     }
     struct QS { const char* name; hc::QuantGemm* g; bool res; };
     for (const QS qs : {QS{"qkv", &qq, false}, QS{"out+res", &qo, true},
@@ -484,6 +522,7 @@ nlohmann::json Measure(const std::string& label, const hc::EncoderConfig& c,
   }
   M["latency_1x64"] = TimeRuns(*ctx, l1, target_s, 200);
   M["throughput_128x64"] = TimeRuns(*ctx, l128, target_s, 30);
+  M["throughput_128x64_2ctx"] = TimeConcurrent(*enc, *ctx, 2, l128, target_s);
   M["mixed_1024_b128"] = Mixed(*ctx, mixed, 128, 5);
   M["mixed_1024_b32"] = Mixed(*ctx, mixed, 32, 5);
   M["graphs"] = ctx->graphs();
@@ -503,12 +542,14 @@ nlohmann::json Measure(const std::string& label, const hc::EncoderConfig& c,
     gemm_ms += std::stod(v.substr(start + 1, pos - start - 1));
   }
   M["gemm_ms_128x64_tuned_sum"] = gemm_ms * c.layers;  // slot head excluded (<1%)
-  std::printf("%s: 1x64 %.3f ms (device %.3f) | 128x64 %.0f seq/s (device %.0f) | mixed b128 "
+  std::printf("%s: 1x64 %.3f ms (device %.3f) | 128x64 %.0f seq/s (device %.0f, 2 contexts "
+              "%.0f) | mixed b128 "
               "%.0f seq/s, b32 %.0f seq/s | alloc %.0f MiB, device delta %.0f MiB\n",
               label.c_str(), M["latency_1x64"]["median_ms"].get<double>(),
               M["latency_1x64"]["device_median_ms"].get<double>(),
               M["throughput_128x64"]["seq_per_s"].get<double>(),
               M["throughput_128x64"]["device_seq_per_s"].get<double>(),
+              M["throughput_128x64_2ctx"]["seq_per_s"].get<double>(),
               M["mixed_1024_b128"]["seq_per_s"].get<double>(),
               M["mixed_1024_b32"]["seq_per_s"].get<double>(),
               M["memory"]["allocated_mib"].get<double>(),
@@ -521,7 +562,7 @@ nlohmann::json Measure(const std::string& label, const hc::EncoderConfig& c,
 
 int main(int argc, char** argv) {
   std::string out_path, models = "base,small", lengths_path, quant = "fp8,int8", only;
-  int quant_chunk = 2048;
+  int quant_chunk = -1;  // -1: the encoder's default
   double target_s = 1.0;
   bool profile = false, profile_only = false;
   for (int i = 1; i < argc; ++i) {
@@ -582,13 +623,13 @@ int main(int argc, char** argv) {
       R[kind] = Measure(kind, c, w, o, rng, mixed, target_s, t0);
       // FP8 / INT8 (G3, G5): the four big GEMMs per layer quantised, scales calibrated (amax)
       // on random batches of this workload's shape. Base only (the targets are base's).
-      // fp8: the defaults (per-tensor weight scales, fast accumulation for K <= 1024, E4M3
+      // fp8: the defaults (per-tensor weight scales, fast accumulation for every GEMM, E4M3
       // FFN1 output, every fusion, the memory tiling); fp8_exact: exact accumulation;
-      // fp8_fastall: fast accumulation for every GEMM (FFN2 too); fp8_perchannel: per-channel x
+      // fp8_fast1024: fast accumulation for K <= 1024 (FFN2 exact); fp8_perchannel: per-channel x
       // per-token scale vectors, exact (the default before 2026-12-02); fp8_unchunked: the
       // defaults without the memory tiling (FFN row chunks, QKV head groups); fp8_noqout: per
       // channel, no fusions (LayerNorm / attention and their quantise passes apart).
-      std::vector<std::string> variants = {"fp8",           "fp8_exact",   "fp8_fastall",
+      std::vector<std::string> variants = {"fp8",           "fp8_exact",   "fp8_fast1024",
                                            "fp8_perchannel", "fp8_unchunked", "fp8_noqout",
                                            "int8"};
       for (const std::string& variant : variants) {
@@ -607,20 +648,20 @@ int main(int argc, char** argv) {
           oq.act_scales = hc::ScalesFromAmax(
               hc::CalibrateEncoderAmax(c, w, o, hc::RandomEncoderBatches(c, 4, 32, 128, 7)), eq);
           oq.quant = eq;
-          oq.quant_chunk_rows = quant_chunk;
+          if (quant_chunk >= 0) oq.quant_chunk_rows = quant_chunk;
           oq.quant_fp8_output = variant != "fp8_noqout";
           oq.quant_fuse_layernorm = variant != "fp8_noqout";  // the "no fusions" row
           oq.quant_fuse_attention = variant != "fp8_noqout";
           const bool per_channel = variant == "fp8_perchannel" || variant == "fp8_noqout";
           if (per_channel) oq.fp8_weight_scaling = hc::WeightScaling::kPerChannel;
           if (per_channel || variant == "fp8_exact") oq.fp8_fast_accum_max_k = 0;
-          if (variant == "fp8_fastall") oq.fp8_fast_accum_max_k = 1 << 30;
+          if (variant == "fp8_fast1024") oq.fp8_fast_accum_max_k = 1024;
           if (variant.find("unchunked") != std::string::npos) {
             oq.quant_ffn_chunk_rows = 0;
             oq.quant_qkv_group_tokens = 0;
           }
           R[label] = Measure(label, c, w, oq, rng, mixed, target_s, tq);
-          R[label]["quant_chunk_rows"] = quant_chunk;
+          R[label]["quant_chunk_rows"] = oq.quant_chunk_rows;
           if (eq == hc::EncoderQuant::kFp8) {
             R[label]["fp8_weight_scaling"] = hc::WeightScalingName(oq.fp8_weight_scaling);
             R[label]["fp8_fast_accum_max_k"] = oq.fp8_fast_accum_max_k;

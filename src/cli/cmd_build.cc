@@ -40,6 +40,9 @@ struct Options {
   std::string gate, gate_report;
   double max_intent_drop = 0.5, max_slot_f1_drop = 0.5, min_intent_agreement = 0;
   int gate_max_fp = -1;
+  // ---- FP8 (cuda) ----
+  std::string fp8_weight_scaling;
+  int fp8_fast_accum_max_k = -1;
 };
 
 #ifdef HOTLINE_HAVE_NLU
@@ -92,8 +95,8 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
   app.add_option("--device", o->device, "CUDA device ordinal");
   // ---- INT8 calibration (helper int8-core) ----
   app.add_option("--calib-method", o->calib_method,
-                 "activation ranges: kl | percentile | minmax (int8: default percentile; fp8 on "
-                 "cuda: minmax, the only one it takes)");
+                 "activation ranges: kl | percentile | minmax (int8, cpu and cuda: default "
+                 "percentile; fp8 on cuda: minmax, the only one it takes)");
   app.add_option("--percentile", o->percentile, "int8: percentile of |x| kept (default 99.99)");
   app.add_option("--calib-cache", o->calib_cache,
                  "int8: calibration cache; reused when it exists (refused for another model), "
@@ -102,11 +105,13 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
   app.add_option("--vocab", o->vocab,
                  "int8: vocab.txt for tokenising --calib (default: beside the ONNX / in the folder)");
   app.add_option("--keep-fp", o->keep_fp,
-                 "int8: keep these GEMMs fp32: node name, #<index>, layer:<L>, heads, embeddings");
+                 "int8 on cpu: keep these GEMMs fp32: node name, #<index>, layer:<L>, heads, "
+                 "embeddings");
   // ---- accuracy gate (helper int8-gate) ----
   app.add_option("--gate", o->gate,
                  "labelled JSON Lines: score the INT8 plan against FP32 through the pipeline and "
-                 "move sensitive layers back to FP32 until the drops are within the limits");
+                 "move sensitive layers back to FP32 until the drops are within the limits "
+                 "(int8 on cpu)");
   app.add_option("--max-intent-drop", o->max_intent_drop,
                  "gate: largest intent-accuracy drop, percentage points (default 0.5)");
   app.add_option("--max-slot-f1-drop", o->max_slot_f1_drop,
@@ -116,6 +121,13 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
   app.add_option("--gate-max-fp", o->gate_max_fp,
                  "gate: most layers moved back to FP32 before failing (default: all)");
   app.add_option("--gate-report", o->gate_report, "gate: write the report here (JSON)");
+  app.add_option("--fp8-weight-scaling", o->fp8_weight_scaling,
+                 "fp8 on cuda: per_tensor (default: one scale per weight matrix, the fastest) | "
+                 "per_channel (one per output column)");
+  app.add_option("--fp8-fast-accum-max-k", o->fp8_fast_accum_max_k,
+                 "fp8 on cuda: GEMMs with at most this input width use Hopper's fast FP8 "
+                 "accumulation (default: every GEMM; 1024 keeps BERT-base's FFN2 exact; 0 = "
+                 "exact everywhere)");
   return [o]() -> int {
     using namespace hotline::engine;
     BuildOptions opts;
@@ -126,6 +138,22 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
     opts.threads = o->threads;
     opts.timing_cache = o->timing_cache;
     opts.device = o->device;
+    if ((!o->fp8_weight_scaling.empty() || o->fp8_fast_accum_max_k != -1) &&
+        (opts.precision != Precision::kFP8 || opts.backend != BackendKind::kCUDA)) {
+      throw hotline::Error("--fp8-weight-scaling and --fp8-fast-accum-max-k are options of "
+                           "--precision fp8 --backend cuda");
+    }
+    if (o->fp8_fast_accum_max_k < -1) {
+      throw hotline::Error("--fp8-fast-accum-max-k must be >= 0 (0 = exact accumulation), got " +
+                           std::to_string(o->fp8_fast_accum_max_k));
+    }
+    if (!o->fp8_weight_scaling.empty() && o->fp8_weight_scaling != "per_tensor" &&
+        o->fp8_weight_scaling != "per_channel") {
+      throw hotline::Error("--fp8-weight-scaling " + o->fp8_weight_scaling +
+                           ": want per_tensor or per_channel");
+    }
+    opts.fp8_weight_scaling = o->fp8_weight_scaling;
+    opts.fp8_fast_accum_max_k = o->fp8_fast_accum_max_k;
     if (!o->calib.empty() && opts.precision != Precision::kINT8 &&
         opts.precision != Precision::kFP8) {
       throw hotline::Error("--calib is only used with --precision int8 or fp8");
@@ -139,6 +167,17 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
       const bool int8 = opts.precision == Precision::kINT8;
       if (!int8 && (!o->calib_cache.empty() || !o->keep_fp.empty())) {
         throw hotline::Error("--calib-cache and --keep-fp are only used with --precision int8");
+      }
+      // INT8 on cuda: one quantised encoder (every layer GEMM and the word embeddings in INT8,
+      // ranges from the same calibration as the cpu's, --calib-method and --calib-cache
+      // included); it cannot keep single GEMMs in float, which --keep-fp and the gate need.
+      if (int8 && opts.backend == BackendKind::kCUDA && !o->keep_fp.empty()) {
+        throw hotline::Error("--keep-fp applies to --backend cpu: int8 on cuda quantises every "
+                             "encoder GEMM and the word embeddings (one quantised encoder)");
+      }
+      if (int8 && opts.backend == BackendKind::kCUDA && !o->gate.empty()) {
+        throw hotline::Error("--gate applies to --backend cpu: it keeps GEMMs in fp32 until the "
+                             "plan passes, and int8 on cuda cannot keep single GEMMs in float");
       }
       if (opts.precision == Precision::kFP8 && !o->calib_method.empty() &&
           ParseCalibMethod(o->calib_method) != CalibMethod::kMinMax) {

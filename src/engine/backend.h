@@ -82,6 +82,15 @@ struct GraphOptions {
   // Token ids of calibration text (a build's --calib), for runners that calibrate activation
   // ranges themselves (the CUDA FP8 encoder); empty at load (plans carry their ranges).
   std::vector<std::vector<int32_t>> calib_sequences;
+  // FP8 builds (the CUDA encoder): the weight scaling ("per_tensor" | "per_channel", "" = the
+  // default) and the fast-accumulation K bound (-1 = the default); a plan's record wins at load.
+  std::string fp8_weight_scaling;
+  int fp8_fast_accum_max_k = -1;
+  // INT8 plans (the CUDA encoder): the calibrated |x| range of each quantised GEMM input,
+  // [layers][4] (qkv, attention output, FFN1, FFN2 inputs), from the plan's int8 record
+  // (quant_internal.h RecordEncoderInt8Ranges); the scales a runner recorded win at load.
+  std::vector<float> int8_act_amax;
+  std::string int8_calib;  // where those ranges came from, for the runner's description
 };
 
 class Backend {

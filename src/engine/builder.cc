@@ -1,5 +1,6 @@
 // The plan builder: import → fold → shapes → canonicalise → fuse → verify → tune → PlanData.
 #include <cmath>
+#include <set>
 
 #include "base/error.h"
 #include "engine/fusion.h"
@@ -164,9 +165,23 @@ PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& build_o
     }
   }
   // INT8: calibration (or its cache / a given table) and the rewrite to s8 weights (calib.cc).
-  if (options.precision == Precision::kINT8) QuantizePlanInt8(&plan, model_fp, options);
+  // On cuda the whole-encoder runner quantises the weights itself: the plan keeps the fp32 graph
+  // and records the activation ranges of the encoder's quantised GEMM inputs (calib.cc).
+  const bool cuda_int8 =
+      options.precision == Precision::kINT8 && options.backend == BackendKind::kCUDA;
+  std::set<std::string> encoder_int8;  // cuda int8: the GEMMs the encoder runs in INT8
+  if (cuda_int8) {
+    RecordEncoderInt8Ranges(&plan, model_fp, options);
+    for (const auto& q : plan.extra["int8"]["gemms"]) {
+      encoder_int8.insert(q["node"].get<std::string>());
+    }
+  } else if (options.precision == Precision::kINT8) {
+    QuantizePlanInt8(&plan, model_fp, options);
+  }
   auto gemm_precision = [&](const Node& n) {
     if (n.s("quant", "") == "int8") return Precision::kINT8;
+    // cuda int8: the heads and the pooler run in the encoder's fp16.
+    if (cuda_int8) return encoder_int8.count(n.name) ? Precision::kINT8 : Precision::kFP16;
     return options.precision == Precision::kINT8 ? Precision::kFP32 : options.precision;
   };
   // Tuning: per GEMM shape bucket (M at the profile's opt point, K, N), time every tactic.
@@ -177,8 +192,9 @@ PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& build_o
     if (n.op != "Dense" && n.op != "DenseLayerNorm") continue;
     const Precision gp = gemm_precision(n);
     const HTensor* w = plan.graph.Const(n.inputs[1]);
-    const int K = gp == Precision::kINT8 ? int(n.i("K", 0)) : int(w->shape[0]);
-    const int N = gp == Precision::kINT8 ? int(n.i("N", 0)) : int(w->shape[1]);
+    const bool s8 = n.s("quant", "") == "int8";  // rewritten: s8 blob, logical shape in attrs
+    const int K = s8 ? int(n.i("K", 0)) : int(w->shape[0]);
+    const int N = s8 ? int(n.i("N", 0)) : int(w->shape[1]);
     const bool per_token = plan.dims.count(n.outputs[0]) && plan.dims.at(n.outputs[0]).size() > 1 &&
                            plan.dims.at(n.outputs[0])[1] == "seq";
     const int rows = per_token ? M : options.profile.opt_batch;

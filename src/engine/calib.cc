@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <set>
 
 #include "base/error.h"
@@ -384,6 +385,105 @@ void QuantizePlanInt8(PlanData* plan, const std::string& model_fingerprint,
   const int qmax = options.backend == BackendKind::kCPU ? cpu::S8WeightQmax() : 127;
   ApplyInt8(plan, table, keep, keep_embeddings, qmax);
   plan->extra["int8"]["keep_fp"] = options.keep_fp;
+}
+
+void RecordEncoderInt8Ranges(PlanData* plan, const std::string& model_fingerprint,
+                             const BuildOptions& options) {
+  if (plan->mode != "packed") {
+    throw Error("int8 needs a packed (fused) plan; this model runs on the padded path (" +
+                    plan->extra.value("padded_reason", std::string("?")) + ")",
+                Code::kUnimplemented);
+  }
+  const auto gemms = GemmsOfPlan(*plan);
+  // The encoder quantises every layer GEMM and the word embeddings, never the heads or the
+  // pooler: a keep list may only name those (a QDQ model leaving its heads in float does).
+  bool keep_embeddings = false;
+  const auto keep = ResolveKeepFp(gemms, options.keep_fp, &keep_embeddings);
+  std::string kept;
+  for (const QuantGemm& q : gemms) {
+    if (keep[q.index] && q.layer >= 0) kept += (kept.empty() ? "" : ", ") + q.node;
+  }
+  if (keep_embeddings) kept += std::string(kept.empty() ? "" : ", ") + "the word embeddings";
+  if (!kept.empty()) {
+    throw Error("backend cuda int8 quantises every encoder GEMM and the word embeddings, but " +
+                    std::string(options.calib_table ? "this QDQ model leaves" : "--keep-fp keeps") +
+                    " in float: " + kept + " (build it with --backend cpu, which can keep GEMMs "
+                    "in fp32)",
+                Code::kUnimplemented);
+  }
+  static const char* const kRoles[] = {"qkv", "attn_out", "ffn_in", "ffn_out"};
+  int layers = 0;
+  for (const QuantGemm& q : gemms) layers = std::max(layers, q.layer + 1);
+  std::vector<const QuantGemm*> slot(size_t(layers) * 4, nullptr);
+  for (const QuantGemm& q : gemms) {
+    if (q.layer < 0) continue;
+    const auto* r = std::find(std::begin(kRoles), std::end(kRoles), q.role);
+    const QuantGemm** at =
+        r == std::end(kRoles) ? nullptr : &slot[size_t(q.layer) * 4 + size_t(r - kRoles)];
+    if (!at || *at) {
+      throw Error("int8 on cuda: GEMM '" + q.node + "' (" + q.role + ") of layer " +
+                      std::to_string(q.layer) + " does not fit a BERT layer's four GEMMs (qkv, "
+                      "attn_out, ffn_in, ffn_out)", Code::kUnimplemented);
+    }
+    *at = &q;
+  }
+  for (size_t k = 0; k < slot.size(); ++k) {
+    if (!slot[k]) {
+      throw Error("int8 on cuda: layer " + std::to_string(k / 4) + " has no " +
+                      kRoles[k % 4] + " GEMM", Code::kUnimplemented);
+    }
+  }
+  // Calibrate the fp32 plan on the CPU backend (its outputs include every GEMM input), whatever
+  // the build's backend: the CUDA encoder runner would not expose those tensors.
+  PlanData fp = *plan;
+  fp.info.backend = BackendKind::kCPU;
+  const CalibrationTable table = ObtainCalibration(fp, model_fingerprint, options);
+  json rec;
+  rec["method"] = table.method;
+  rec["percentile"] = table.percentile;
+  rec["samples"] = table.samples;
+  rec["calib_source"] = table.calib_source;
+  rec["model_fingerprint"] = table.model_fingerprint;
+  rec["target"] = "cuda_encoder";
+  rec["slots"] = {"qkv_in", "out_in", "ff1_in", "ff2_in"};
+  rec["act_amax"] = json::array();
+  rec["gemms"] = json::array();
+  for (const QuantGemm* q : slot) {
+    auto it = table.amax.find(q->input);
+    if (it == table.amax.end()) {
+      throw Error("calibration table has no range for tensor '" + q->input + "' (input of " +
+                  q->node + "); it was made for another graph or is incomplete");
+    }
+    if (!(it->second > 0) || !std::isfinite(it->second)) {
+      throw Error("calibration table's range for tensor '" + q->input + "' is " +
+                  std::to_string(it->second) + ", not a positive number");
+    }
+    rec["act_amax"].push_back(it->second);
+    rec["gemms"].push_back({{"index", q->index}, {"node", q->node}, {"role", q->role},
+                            {"layer", q->layer}, {"K", q->K}, {"N", q->N}, {"input", q->input},
+                            {"precision", "int8"}, {"in_amax", it->second}});
+  }
+  rec["keep_fp"] = options.keep_fp;
+  plan->extra["int8"] = rec;
+}
+
+std::vector<float> EncoderInt8ActAmax(const PlanData& plan) {
+  std::vector<float> out;
+  if (!plan.extra.contains("int8") || !plan.extra["int8"].is_object() ||
+      !plan.extra["int8"].contains("act_amax")) {
+    return out;
+  }
+  const json& a = plan.extra["int8"]["act_amax"];
+  if (!a.is_array()) throw Error("plan's int8 record: act_amax is not an array");
+  for (const json& v : a) {
+    const float f = v.is_number() ? v.get<float>() : -1.f;
+    if (!(f > 0) || !std::isfinite(f)) {
+      throw Error("plan's int8 record: act_amax holds " + v.dump() +
+                  ", not a positive number");
+    }
+    out.push_back(f);
+  }
+  return out;
 }
 
 // ---- public entry points (quant.h) ----

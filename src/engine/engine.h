@@ -68,6 +68,10 @@ struct BuildOptions {
   // GEMMs (and the embedding table) kept in fp32: node names, "#<i>", "layer:<L>", "heads",
   // "embeddings" (quant.h ResolveKeepFp).
   std::vector<std::string> keep_fp;
+
+  // ---- FP8 (precision kFP8, CUDA; encoder.h EncoderOptions) ----
+  std::string fp8_weight_scaling;  // "per_tensor" | "per_channel"; "" = the default (per tensor)
+  int fp8_fast_accum_max_k = -1;   // GEMMs with K <= this accumulate fast; -1 = the default
 };
 
 // A padding-free batch: the sequences' tokens concatenated, with offsets.

@@ -33,4 +33,20 @@ void ApplyInt8(PlanData* plan, const CalibrationTable& table, const std::vector<
 void QuantizePlanInt8(PlanData* plan, const std::string& model_fingerprint,
                       const BuildOptions& options);
 
+// The INT8 step of BuildPlanData for the CUDA backend, whose whole-encoder runner quantises the
+// weights itself (encoder_quant.h): the plan keeps its fp32 graph, and the activation range of
+// each quantised GEMM input is taken from the build's calibration table (ObtainCalibration:
+// table, cache, or a calibration pass with the build's method over the fp32 plan on the CPU),
+// per encoder layer in the encoder's order qkv, attn_out, ffn_in, ffn_out. Records
+// plan->extra["int8"]: the table's provenance (method, percentile, samples, calib_source,
+// model_fingerprint), "target": "cuda_encoder", "act_amax" ([layers * 4]) and "gemms". Throws
+// when keep_fp (the user's or a QDQ model's) keeps an encoder GEMM or the word embeddings in
+// float (that encoder quantises all of them), or the GEMMs do not form layers of four.
+void RecordEncoderInt8Ranges(PlanData* plan, const std::string& model_fingerprint,
+                             const BuildOptions& options);
+
+// plan.extra["int8"]["act_amax"] of a CUDA INT8 plan (RecordEncoderInt8Ranges); empty when the
+// plan has none. Throws on a malformed record (not an array of positive finite numbers).
+std::vector<float> EncoderInt8ActAmax(const PlanData& plan);
+
 }  // namespace hotline::engine

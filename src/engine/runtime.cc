@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -20,6 +21,7 @@
 #include "engine/passes.h"
 #include "engine/runtime.h"
 #include "engine/quant.h"
+#include "engine/quant_internal.h"
 
 namespace hotline::engine {
 namespace {
@@ -147,6 +149,19 @@ void EngineImpl::PreparePacked(Replica* rep, const EngineOptions& options) {
   go.tune = options.tune;
   go.timing_cache = options.timing_cache;
   go.calib_sequences = options.calib_sequences;
+  go.fp8_weight_scaling = options.fp8_weight_scaling;
+  go.fp8_fast_accum_max_k = options.fp8_fast_accum_max_k;
+  go.int8_act_amax = EncoderInt8ActAmax(plan_);  // cuda int8 plans (calib.cc), else empty
+  if (!go.int8_act_amax.empty()) {
+    const auto& r = plan_.extra["int8"];
+    go.int8_calib = r.value("method", std::string("?"));
+    if (r.value("method", std::string()) == "percentile") {
+      char pct[32];
+      std::snprintf(pct, sizeof pct, " %g", r.value("percentile", 0.0));
+      go.int8_calib += pct;
+    }
+    go.int8_calib += ", " + std::to_string(r.value("samples", int64_t(0))) + " samples";
+  }
   if (plan_.extra.contains("gemm_tuning") && plan_.extra["gemm_tuning"].is_string()) {
     go.tuning = plan_.extra["gemm_tuning"].get<std::string>();
   }
@@ -538,6 +553,8 @@ EngineOptions FromBuild(const BuildOptions& options) {
   eo.tune = options.tune;
   eo.timing_cache = options.timing_cache;
   if (options.precision == Precision::kFP8) {  // the FP8 runner calibrates on the call text
+    eo.fp8_weight_scaling = options.fp8_weight_scaling;
+    eo.fp8_fast_accum_max_k = options.fp8_fast_accum_max_k;
     eo.calib_sequences = options.calib_sequences;
     if (!options.calib_file.empty()) {
       auto more = ReadCalibrationJsonl(options.calib_file, options.calib_tokenizer,

@@ -26,6 +26,8 @@ struct EngineOptions {
   std::string timing_cache;  // whole-graph runners: optional timing file
   bool graph_runners = true; // false: never hand the graph to Backend::PrepareGraph (tests)
   std::vector<std::vector<int32_t>> calib_sequences;  // GraphOptions::calib_sequences (builds)
+  std::string fp8_weight_scaling;                     // GraphOptions' FP8 choices (builds)
+  int fp8_fast_accum_max_k = -1;
 };
 std::shared_ptr<Engine> MakeEngine(PlanData plan, const EngineOptions& options);
 

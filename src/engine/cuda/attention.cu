@@ -93,7 +93,7 @@ void Attention(DType t, const void* qkv, const int32_t* cu_seqlens, int batch, i
     throw Error("Attention: batch and heads must be at most 65535, got " + std::to_string(batch) +
                 ", " + std::to_string(heads));
   }
-  if (AttentionHasFastPath(t, head_dim) && GetKernelVariants().attention == 1 &&
+  if (AttentionHasFastPath(t, head_dim) && GetKernelVariants().attention >= 1 &&
       detail::LaunchAttentionMma(t, qkv, cu_seqlens, batch, max_seqlen, heads, head_dim, scale,
                                  ctx, s)) {
     return;

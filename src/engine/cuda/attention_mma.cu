@@ -69,18 +69,20 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* sm
 }
 
 // The quantised-output flavour (kQ = 1: E4M3, 2: INT8) rounds each output to T first, then
-// quantises that value exactly as QuantizeActivations does (IEEE division by out_scale,
-// nearest-even; E4M3 saturating, INT8 clamped to +-127), so the bytes equal Attention followed
-// by a quantise pass.
+// quantises that value as QuantizeActivations does (nearest-even; E4M3 saturating, INT8 clamped
+// to +-127), but multiplies by the reciprocal of out_scale where the quantise pass divides: the
+// 32 IEEE divisions per thread cost the kernel about as much as its global loads. x * (1/s) and
+// x / s differ by at most one FP32 ulp, so a byte differs (by one step) only when x / s lies
+// within an ulp of a rounding midpoint: AttentionQuantEqualsAttentionThenQuantise bounds it.
 template <int kQ>
-__device__ __forceinline__ uint32_t QuantPair(float lo, float hi, float out_scale) {
+__device__ __forceinline__ uint32_t QuantPair(float lo, float hi, float inv_scale) {
   if constexpr (kQ == 1) {
-    const uint32_t a = __nv_cvt_float_to_fp8(lo / out_scale, __NV_SATFINITE, __NV_E4M3);
-    const uint32_t b = __nv_cvt_float_to_fp8(hi / out_scale, __NV_SATFINITE, __NV_E4M3);
+    const uint32_t a = __nv_cvt_float_to_fp8(lo * inv_scale, __NV_SATFINITE, __NV_E4M3);
+    const uint32_t b = __nv_cvt_float_to_fp8(hi * inv_scale, __NV_SATFINITE, __NV_E4M3);
     return a | (b << 8);
   } else {
-    const uint32_t a = uint8_t(int8_t(max(-127, min(127, __float2int_rn(lo / out_scale)))));
-    const uint32_t b = uint8_t(int8_t(max(-127, min(127, __float2int_rn(hi / out_scale)))));
+    const uint32_t a = uint8_t(int8_t(max(-127, min(127, __float2int_rn(lo * inv_scale)))));
+    const uint32_t b = uint8_t(int8_t(max(-127, min(127, __float2int_rn(hi * inv_scale)))));
     return a | (b << 8);
   }
 }
@@ -94,6 +96,145 @@ __device__ __forceinline__ float2 Unpack(uint32_t v) {
   }
 }
 
+// One warp's 16 query rows (qa = its row g, qb = g + 8) against one 64-key tile staged in
+// shared memory (sK, sV: rows ldh elements apart, keys past the sequence zero): S = Q K^T on
+// mma.sync, the online softmax on its accumulators (running maxima ma, mb and this lane's share
+// of the running sums la, lb), O += P V with V read through ldmatrix.trans.
+template <typename T, int D>
+__device__ __forceinline__ void TileStep(const uint32_t (&qf)[D / 16][4], const T* sK,
+                                         const T* sV, int k0, int len, float scale_log2,
+                                         float (&o)[D / 8][4], float& ma, float& mb, float& la,
+                                         float& lb) {
+  constexpr int ldh = D + 8, KC = D / 16, NT = kKT / 8;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  // S = Q K^T for 64 keys: NT accumulators of 16 x 8.
+  float s[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    const T* krow = sK + (nt * 8 + g) * ldh + 2 * t;
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + kc * 16);
+      const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8);
+      Mma<T>(s[nt], qf[kc], b0, b1);
+    }
+  }
+  // Scale into base 2, mask keys past the end, tile row maxima over the quad.
+  float ta = -INFINITY, tb = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const bool valid = k0 + nt * 8 + 2 * t + e < len;
+      s[nt][e] = valid ? s[nt][e] * scale_log2 : -INFINITY;
+      s[nt][2 + e] = valid ? s[nt][2 + e] * scale_log2 : -INFINITY;
+      ta = fmaxf(ta, s[nt][e]);
+      tb = fmaxf(tb, s[nt][2 + e]);
+    }
+  }
+  ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, 1));
+  ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, 2));
+  tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, 1));
+  tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, 2));
+  // Every tile holds at least one key of the sequence (k0 < len), so the new maxima are finite.
+  const float na = fmaxf(ma, ta), nb = fmaxf(mb, tb);
+  const float ca = exp2f(ma - na), cb = exp2f(mb - nb);  // 0 on the first tile
+  ma = na;
+  mb = nb;
+  la *= ca;
+  lb *= cb;
+#pragma unroll
+  for (int i = 0; i < 2 * KC; ++i) {
+    o[i][0] *= ca;
+    o[i][1] *= ca;
+    o[i][2] *= cb;
+    o[i][3] *= cb;
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    s[nt][0] = exp2f(s[nt][0] - na);
+    s[nt][1] = exp2f(s[nt][1] - na);
+    s[nt][2] = exp2f(s[nt][2] - nb);
+    s[nt][3] = exp2f(s[nt][3] - nb);
+    la += s[nt][0] + s[nt][1];
+    lb += s[nt][2] + s[nt][3];
+  }
+  // O += P V: P's k16 step j is key tiles 2j and 2j+1; V as B through ldmatrix.trans.
+#pragma unroll
+  for (int j = 0; j < kKT / 16; ++j) {
+    uint32_t pa[4];
+    pa[0] = Pack<T>(s[2 * j][0], s[2 * j][1]);
+    pa[1] = Pack<T>(s[2 * j][2], s[2 * j][3]);
+    pa[2] = Pack<T>(s[2 * j + 1][0], s[2 * j + 1][1]);
+    pa[3] = Pack<T>(s[2 * j + 1][2], s[2 * j + 1][3]);
+    const int key = j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int dp = 0; dp < KC; ++dp) {
+      uint32_t vb[4];
+      LdMatrixX4Trans(vb, sV + key * ldh + dp * 16 + (lane >> 4) * 8);
+      Mma<T>(o[2 * dp], pa, vb[0], vb[1]);
+      Mma<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
+    }
+  }
+}
+
+// Normalises a warp's O by the softmax sums and writes rows qa, qb (those below len) of head h:
+// in T into ctx [tokens, heads * D], or quantised (kQ) into ctx_q (rows ldo bytes apart).
+template <typename T, int D, int kQ>
+__device__ __forceinline__ void WriteOut(float (&o)[D / 8][4], float la, float lb, int qa, int qb,
+                                         int len, int start, int h, int hidden, T* ctx,
+                                         float out_scale, uint8_t* ctx_q, int ldo) {
+  constexpr int KC = D / 16;
+  const int t = threadIdx.x & 3;
+  la += __shfl_xor_sync(0xffffffffu, la, 1);
+  la += __shfl_xor_sync(0xffffffffu, la, 2);
+  lb += __shfl_xor_sync(0xffffffffu, lb, 1);
+  lb += __shfl_xor_sync(0xffffffffu, lb, 2);
+  const float ia = 1.f / la, ib = 1.f / lb;
+  if constexpr (kQ != 0) {
+    // Each lane holds 2 bytes of every 8-byte column group i of its rows; lanes t and t ^ 1
+    // trade halves so that each writes 4 bytes: the even lane group i's [2t, 2t + 4), the odd
+    // lane group i + 1's [2t - 2, 2t + 2). Both lanes of a pair share their rows (same g).
+    const float inv = 1.f / out_scale;
+    const bool odd = t & 1;
+    const int col = odd ? 8 + 2 * (t - 1) : 2 * t;  // within the pair of groups (i, i + 1)
+    uint8_t* qa8 = ctx_q + int64_t(start + qa) * ldo + h * D + col;
+    uint8_t* qb8 = ctx_q + int64_t(start + qb) * ldo + h * D + col;
+#pragma unroll
+    for (int i = 0; i < 2 * KC; i += 2) {
+      uint32_t wa[2], wb[2];
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const float2 va = Unpack<T>(Pack<T>(o[i + k][0] * ia, o[i + k][1] * ia));
+        const float2 vb = Unpack<T>(Pack<T>(o[i + k][2] * ib, o[i + k][3] * ib));
+        wa[k] = QuantPair<kQ>(va.x, va.y, inv);
+        wb[k] = QuantPair<kQ>(vb.x, vb.y, inv);
+      }
+      const uint32_t ga = __shfl_xor_sync(0xffffffffu, odd ? wa[0] : wa[1], 1);
+      const uint32_t gb = __shfl_xor_sync(0xffffffffu, odd ? wb[0] : wb[1], 1);
+      const uint32_t outa = odd ? (ga | (wa[1] << 16)) : (wa[0] | (ga << 16));
+      const uint32_t outb = odd ? (gb | (wb[1] << 16)) : (wb[0] | (gb << 16));
+      if (qa < len) *reinterpret_cast<uint32_t*>(qa8 + i * 8) = outa;
+      if (qb < len) *reinterpret_cast<uint32_t*>(qb8 + i * 8) = outb;
+    }
+  } else {
+    T* oa = ctx + int64_t(start + qa) * hidden + h * D + 2 * t;
+    T* ob = ctx + int64_t(start + qb) * hidden + h * D + 2 * t;
+#pragma unroll
+    for (int i = 0; i < 2 * KC; ++i) {
+      if (qa < len) *reinterpret_cast<uint32_t*>(oa + i * 8) = Pack<T>(o[i][0] * ia, o[i][1] * ia);
+      if (qb < len) *reinterpret_cast<uint32_t*>(ob + i * 8) = Pack<T>(o[i][2] * ib, o[i][3] * ib);
+    }
+  }
+}
+
+// 16 bytes global -> shared, zero-filled when n = 0 (the source address must still be valid).
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, uint32_t n) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+
 // Four 64-query blocks per SM at D <= 64 (128 registers a thread): the FP16-output kernel
 // needed 134-135 and ran three.
 template <typename T, int D, int W, int kQ = 0>
@@ -104,7 +245,6 @@ __global__ void __launch_bounds__(W * 32, (W == 4 && D <= 64) ? 4 : 1)
   constexpr int ldh = D + 8;  // smem row stride (elements): 16-byte rows, conflict-free reads
   constexpr int kVec = D / 8;  // 16-byte vectors per row
   constexpr int KC = D / 16;   // k16 steps over the head dimension (S) / n8 pairs (O)
-  constexpr int NT = kKT / 8;  // n8 key tiles per key tile
   __shared__ __align__(16) T sK[kKT * ldh];
   __shared__ __align__(16) T sV[kKT * ldh];
 
@@ -160,116 +300,92 @@ __global__ void __launch_bounds__(W * 32, (W == 4 && D <= 64) ? 4 : 1)
       const bool in = k0 + r < len;
       const T* base = qkv + (start + (in ? k0 + r : 0)) * ld + koff + c;
       const uint32_t n = in ? 16u : 0u;
-      const uint32_t dk = static_cast<uint32_t>(__cvta_generic_to_shared(sK + r * ldh + c));
-      const uint32_t dv = static_cast<uint32_t>(__cvta_generic_to_shared(sV + r * ldh + c));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dk), "l"(base),
-                   "r"(n));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dv),
-                   "l"(base + vfromk), "r"(n));
+      CpAsync16(sK + r * ldh + c, base, n);
+      CpAsync16(sV + r * ldh + c, base + vfromk, n);
     }
     asm volatile("cp.async.commit_group;\n" ::);
     asm volatile("cp.async.wait_group 0;\n" ::);
     __syncthreads();
-
-    // S = Q K^T for 64 keys: NT accumulators of 16 x 8.
-    float s[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-      const T* krow = sK + (nt * 8 + g) * ldh + 2 * t;
-#pragma unroll
-      for (int kc = 0; kc < KC; ++kc) {
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + kc * 16);
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8);
-        Mma<T>(s[nt], qf[kc], b0, b1);
-      }
-    }
-    // Scale into base 2, mask keys past the end, tile row maxima over the quad.
-    float ta = -INFINITY, tb = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const bool valid = k0 + nt * 8 + 2 * t + e < len;
-        s[nt][e] = valid ? s[nt][e] * scale_log2 : -INFINITY;
-        s[nt][2 + e] = valid ? s[nt][2 + e] * scale_log2 : -INFINITY;
-        ta = fmaxf(ta, s[nt][e]);
-        tb = fmaxf(tb, s[nt][2 + e]);
-      }
-    }
-    ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, 1));
-    ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, 2));
-    tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, 1));
-    tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, 2));
-    // Every tile holds at least one key of the sequence (k0 < len), so the new maxima are finite.
-    const float na = fmaxf(ma, ta), nb = fmaxf(mb, tb);
-    const float ca = exp2f(ma - na), cb = exp2f(mb - nb);  // 0 on the first tile
-    ma = na;
-    mb = nb;
-    la *= ca;
-    lb *= cb;
-#pragma unroll
-    for (int i = 0; i < 2 * KC; ++i) {
-      o[i][0] *= ca;
-      o[i][1] *= ca;
-      o[i][2] *= cb;
-      o[i][3] *= cb;
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      s[nt][0] = exp2f(s[nt][0] - na);
-      s[nt][1] = exp2f(s[nt][1] - na);
-      s[nt][2] = exp2f(s[nt][2] - nb);
-      s[nt][3] = exp2f(s[nt][3] - nb);
-      la += s[nt][0] + s[nt][1];
-      lb += s[nt][2] + s[nt][3];
-    }
-    // O += P V: P's k16 step j is key tiles 2j and 2j+1; V as B through ldmatrix.trans.
-#pragma unroll
-    for (int j = 0; j < kKT / 16; ++j) {
-      uint32_t pa[4];
-      pa[0] = Pack<T>(s[2 * j][0], s[2 * j][1]);
-      pa[1] = Pack<T>(s[2 * j][2], s[2 * j][3]);
-      pa[2] = Pack<T>(s[2 * j + 1][0], s[2 * j + 1][1]);
-      pa[3] = Pack<T>(s[2 * j + 1][2], s[2 * j + 1][3]);
-      const int key = j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-      for (int dp = 0; dp < KC; ++dp) {
-        uint32_t vb[4];
-        LdMatrixX4Trans(vb, sV + key * ldh + dp * 16 + (lane >> 4) * 8);
-        Mma<T>(o[2 * dp], pa, vb[0], vb[1]);
-        Mma<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
-      }
-    }
+    TileStep<T, D>(qf, sK, sV, k0, len, scale_log2, o, ma, mb, la, lb);
   }
+  WriteOut<T, D, kQ>(o, la, lb, qa, qb, len, start, h, hidden, ctx, out_scale, ctx_q, ldo);
+}
 
-  la += __shfl_xor_sync(0xffffffffu, la, 1);
-  la += __shfl_xor_sync(0xffffffffu, la, 2);
-  lb += __shfl_xor_sync(0xffffffffu, lb, 1);
-  lb += __shfl_xor_sync(0xffffffffu, lb, 2);
-  const float ia = 1.f / la, ib = 1.f / lb;
-  if constexpr (kQ != 0) {
-    uint8_t* qa8 = ctx_q + int64_t(start + qa) * ldo + h * D + 2 * t;
-    uint8_t* qb8 = ctx_q + int64_t(start + qb) * ldo + h * D + 2 * t;
+// Sequences of at most 64 tokens (one key tile), many of them: a block of 4 warps takes the 64
+// queries of `hpb` heads of one sequence, one head after another, with Q, K and V of the next
+// head copied (cp.async) into the other half of a double buffer while this head computes. A
+// block then waits for device memory once, not once per head: the one-head kernel above spends
+// most of its time in that wait (4 blocks of 4 warps per SM cannot hide it).
+// Shared memory: 2 stages x (Q, K, V) x 64 rows x ldh (55,296 bytes at D = 64: 4 blocks per SM).
+template <typename T, int D, int kQ>
+__global__ void __launch_bounds__(128, D <= 64 ? 4 : 1)
+    AttentionShortKernel(const T* __restrict__ qkv, const int32_t* __restrict__ cu, int heads,
+                         int hpb, float scale_log2, T* __restrict__ ctx, float out_scale,
+                         uint8_t* __restrict__ ctx_q, bool interleaved, int ldo) {
+  constexpr int ldh = D + 8, kVec = D / 8, KC = D / 16, kTile = kKT * ldh;
+  constexpr int kSteps = kKT * kVec / 128;
+  static_assert(kKT * kVec % 128 == 0, "the tile's 16-byte vectors split evenly over the block");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sm = reinterpret_cast<T*>(smem_raw);  // [stage][Q, K, V][64][ldh]
+
+  PdlWaitThenTrigger();
+  const int b = blockIdx.y, h0 = blockIdx.x * hpb;
+  const int start = cu[b], len = cu[b + 1] - start;
+  if (len <= 0) return;  // uniform for the block: before any barrier
+  const int hidden = heads * D;
+  const int64_t ld = 3 * int64_t(hidden);
+  const bool il = kQ != 0 && interleaved;  // as in AttentionMmaKernel
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int qa = warp * 16 + g, qb = qa + 8;
+
+  auto issue = [&](int h, int stage) {  // head h's Q, K, V tiles into `stage`, one group
+    const int qoff = il ? h * 3 * D : h * D;
+    const int koff = il ? h * 3 * D + D : hidden + h * D;
+    const int voff = il ? h * 3 * D + 2 * D : 2 * hidden + h * D;
+    T* st = sm + stage * 3 * kTile;
 #pragma unroll
-    for (int i = 0; i < 2 * KC; ++i) {
-      if (qa < len) {
-        const float2 v = Unpack<T>(Pack<T>(o[i][0] * ia, o[i][1] * ia));
-        *reinterpret_cast<uint16_t*>(qa8 + i * 8) = uint16_t(QuantPair<kQ>(v.x, v.y, out_scale));
-      }
-      if (qb < len) {
-        const float2 v = Unpack<T>(Pack<T>(o[i][2] * ib, o[i][3] * ib));
-        *reinterpret_cast<uint16_t*>(qb8 + i * 8) = uint16_t(QuantPair<kQ>(v.x, v.y, out_scale));
-      }
+    for (int j = 0; j < kSteps; ++j) {
+      const int i = tid + j * 128;
+      const int r = i / kVec, c = (i % kVec) * 8;
+      const bool in = r < len;
+      const T* row = qkv + (start + (in ? r : 0)) * ld + c;
+      const uint32_t n = in ? 16u : 0u;
+      CpAsync16(st + r * ldh + c, row + qoff, n);
+      CpAsync16(st + kTile + r * ldh + c, row + koff, n);
+      CpAsync16(st + 2 * kTile + r * ldh + c, row + voff, n);
     }
-    return;
-  }
-  T* oa = ctx + int64_t(start + qa) * hidden + h * D + 2 * t;
-  T* ob = ctx + int64_t(start + qb) * hidden + h * D + 2 * t;
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
+  issue(h0, 0);
+  for (int j = 0; j < hpb; ++j) {
+    const int h = h0 + j, stage = j & 1;
+    if (j + 1 < hpb) {
+      issue(h + 1, stage ^ 1);  // its stage was last read before the previous barrier below
+      asm volatile("cp.async.wait_group 1;\n" ::);
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::);
+    }
+    __syncthreads();
+    const T* sQ = sm + stage * 3 * kTile;
+    // Q as A fragments from shared memory (rows past the sequence are zero).
+    uint32_t qf[KC][4];
 #pragma unroll
-  for (int i = 0; i < 2 * KC; ++i) {
-    if (qa < len) *reinterpret_cast<uint32_t*>(oa + i * 8) = Pack<T>(o[i][0] * ia, o[i][1] * ia);
-    if (qb < len) *reinterpret_cast<uint32_t*>(ob + i * 8) = Pack<T>(o[i][2] * ib, o[i][3] * ib);
+    for (int kc = 0; kc < KC; ++kc) {
+      const T* ra = sQ + qa * ldh + kc * 16 + 2 * t;
+      const T* rb = sQ + qb * ldh + kc * 16 + 2 * t;
+      qf[kc][0] = *reinterpret_cast<const uint32_t*>(ra);
+      qf[kc][1] = *reinterpret_cast<const uint32_t*>(rb);
+      qf[kc][2] = *reinterpret_cast<const uint32_t*>(ra + 8);
+      qf[kc][3] = *reinterpret_cast<const uint32_t*>(rb + 8);
+    }
+    float o[2 * KC][4];
+#pragma unroll
+    for (int i = 0; i < 2 * KC; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float ma = -INFINITY, mb = -INFINITY, la = 0.f, lb = 0.f;
+    TileStep<T, D>(qf, sQ + kTile, sQ + 2 * kTile, 0, len, scale_log2, o, ma, mb, la, lb);
+    WriteOut<T, D, kQ>(o, la, lb, qa, qb, len, start, h, hidden, ctx, out_scale, ctx_q, ldo);
+    __syncthreads();  // every warp is done with `stage` before it is refilled
   }
 }
 
@@ -280,6 +396,16 @@ int SmCount() {
   return sms;
 }
 
+// Heads per block of the short-sequence kernel: the fewest that fit the grid in one wave of
+// `slots` resident blocks (so each block overlaps as many heads' loads as the grid leaves room
+// for), dividing `heads`; all heads when even that does not fit.
+int HeadsPerBlock(int batch, int heads, int slots) {
+  for (int d = 1; d <= heads; ++d) {
+    if (heads % d == 0 && int64_t(batch) * (heads / d) <= slots) return d;
+  }
+  return heads;
+}
+
 template <typename T, int D, int kQ>
 void Launch(const void* qkv, const int32_t* cu, int batch, int max_seqlen, int heads, float scale,
             void* ctx, float out_scale, void* ctx_q, bool interleaved, int ldo,
@@ -288,10 +414,23 @@ void Launch(const void* qkv, const int32_t* cu, int batch, int max_seqlen, int h
   const int64_t blocks64 = int64_t((max_seqlen + 63) / 64) * heads * batch;
   T* c = static_cast<T*>(ctx);
   uint8_t* cq = static_cast<uint8_t*>(ctx_q);
-  if (blocks64 < SmCount()) {
+  const int sms = SmCount();
+  if (blocks64 < sms) {
     const dim3 grid((max_seqlen + 15) / 16, heads, batch);
     CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 1, kQ>, grid, dim3(32), 0, s,
                             static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq,
+                            interleaved, ldo));
+  } else if (kQ == 0 && max_seqlen <= kKT && GetKernelVariants().attention == 2) {
+    // FP16/BF16 output only: with the 8-bit output (a third of the bytes written) the one-head
+    // kernel already runs near the copy rate and the multi-head one was slower (H200, BERT-base
+    // 128 x 64: 16.3 against 17.5 us; FP16 output: 23.5 against 20.8).
+    constexpr int kSmem = 2 * 3 * kKT * (D + 8) * int(sizeof(T));
+    AllowDynamicSmem(reinterpret_cast<const void*>(&AttentionShortKernel<T, D, kQ>), kSmem);
+    const int per_sm = D <= 64 ? 4 : 2;  // resident blocks per SM (registers, shared memory)
+    const int hpb = HeadsPerBlock(batch, heads, per_sm * sms);
+    const dim3 grid(heads / hpb, batch);
+    CUDA_CHECK(LaunchKernel(AttentionShortKernel<T, D, kQ>, grid, dim3(128), kSmem, s,
+                            static_cast<const T*>(qkv), cu, heads, hpb, sl2, c, out_scale, cq,
                             interleaved, ldo));
   } else {
     const dim3 grid((max_seqlen + 63) / 64, heads, batch);

@@ -294,7 +294,7 @@ class EncoderRunnerContext : public GraphRunnerContext {
 
 class EncoderRunner : public GraphRunner {
  public:
-  // extra_record: appended to the tuning record (an FP8 plan's activation scales).
+  // extra_record: appended to the tuning record (an FP8 or INT8 plan's activation scales).
   EncoderRunner(std::shared_ptr<cuda::CudaEncoder> enc, std::vector<OutputInfo> outs, int intent_k,
                 int slot_k, std::string describe, std::string extra_record = "")
       : enc_(std::move(enc)), outs_(std::move(outs)), intent_k_(intent_k), slot_k_(slot_k),
@@ -422,15 +422,25 @@ std::unique_ptr<GraphRunner> MakeEncoderRunner(const BertEncoderGraph& m, const 
     const size_t n = size_t(c.layers) * cuda::kQuantGemmsPerLayer;
     scales_source = "scales from the plan";
     const bool from_plan = cuda::ParseQuantScalesLine(opt.tuning, o.quant, n, &o.act_scales);
-    // Weight scaling: what the plan records; a plan with scales but no such line predates the
-    // choice and was built per channel; a build takes the default (per channel) unless
-    // HOTLINE_FP8_WEIGHT_SCALING=per_channel|per_tensor says otherwise (named in the runner's
-    // description and recorded in the plan).
+    // Weight scaling and fast accumulation: what the plan records. A plan with scales but no
+    // such line predates the choice: it was built per channel, and exact. A build takes the
+    // build options (hotline build --fp8-weight-scaling / --fp8-fast-accum-max-k), else
+    // HOTLINE_FP8_WEIGHT_SCALING, else the defaults (encoder.h); the choice is named in the
+    // runner's description and recorded in the plan.
     if (!cuda::ParseFp8WeightScalingLine(opt.tuning, &o.fp8_weight_scaling)) {
       if (from_plan) {
         o.fp8_weight_scaling = cuda::WeightScaling::kPerChannel;
+      } else if (!opt.fp8_weight_scaling.empty()) {
+        o.fp8_weight_scaling = cuda::ParseWeightScaling(opt.fp8_weight_scaling);
       } else if (const char* env = std::getenv("HOTLINE_FP8_WEIGHT_SCALING"); env && *env) {
         o.fp8_weight_scaling = cuda::ParseWeightScaling(env);
+      }
+    }
+    if (!cuda::ParseFp8FastAccumLine(opt.tuning, &o.fp8_fast_accum_max_k)) {
+      if (from_plan) {
+        o.fp8_fast_accum_max_k = 0;
+      } else if (opt.fp8_fast_accum_max_k >= 0) {
+        o.fp8_fast_accum_max_k = opt.fp8_fast_accum_max_k;
       }
     }
     if (!from_plan) {
@@ -460,8 +470,38 @@ std::unique_ptr<GraphRunner> MakeEncoderRunner(const BertEncoderGraph& m, const 
       o.act_scales = cuda::ScalesFromAmax(cuda::CalibrateEncoderAmax(c, w, o, batches), o.quant);
     }
     scales_line = cuda::QuantScalesLine(o.quant, o.act_scales) +
-                  cuda::Fp8WeightScalingLine(o.fp8_weight_scaling);
-    scales_source += std::string(", fp8 weights ") + cuda::WeightScalingName(o.fp8_weight_scaling);
+                  cuda::Fp8WeightScalingLine(o.fp8_weight_scaling) +
+                  cuda::Fp8FastAccumLine(o.fp8_fast_accum_max_k);
+    scales_source += std::string(", fp8 weights ") + cuda::WeightScalingName(o.fp8_weight_scaling) +
+                     (o.fp8_fast_accum_max_k >= cuda::kFp8FastAccumAll
+                          ? std::string(", fast accumulation for every GEMM")
+                      : o.fp8_fast_accum_max_k <= 0
+                          ? std::string(", exact accumulation")
+                          : ", fast accumulation for K <= " +
+                                std::to_string(o.fp8_fast_accum_max_k));
+  } else if (info.precision == Precision::kINT8) {
+    // INT8 plans: the same four GEMMs in INT8 (IMMA, per-channel weight scales), scales amax /
+    // 127 of the ranges the build calibrated with its --calib-method on the fp32 plan
+    // (builder.cc, calib.cc: percentile by default, clipping INT8's outliers), handed over in
+    // int8_act_amax; the runner records the scales in the tuning record like FP8's, and a load
+    // takes them from there (the record wins over the plan's int8 ranges).
+    o.dtype = DType::kF16;
+    o.quant = cuda::EncoderQuant::kInt8;
+    const size_t n = size_t(c.layers) * cuda::kQuantGemmsPerLayer;
+    if (cuda::ParseQuantScalesLine(opt.tuning, o.quant, n, &o.act_scales)) {
+      scales_source = "int8 scales from the plan";
+    } else if (opt.int8_act_amax.size() == n) {
+      o.act_scales = cuda::ScalesFromAmax(opt.int8_act_amax, o.quant);
+      scales_source = "int8 scales from the build's calibration (" +
+                      (opt.int8_calib.empty() ? std::string("?") : opt.int8_calib) + ")";
+    } else {
+      throw Error("backend cuda: this int8 plan records no activation scales for its " +
+                      std::to_string(c.layers) + " layers (want " + std::to_string(n) +
+                      " ranges, the plan has " + std::to_string(opt.int8_act_amax.size()) +
+                      "): rebuild it with hotline build --backend cuda --precision int8 --calib",
+                  Code::kFailedPrecondition);
+    }
+    scales_line = cuda::QuantScalesLine(o.quant, o.act_scales);
   }
   auto enc = cuda::CudaEncoder::Create(c, w, o);
   w = cuda::EncoderWeights();  // host copies are not needed any more
@@ -522,14 +562,11 @@ class CudaBackend : public Backend {
     const int sm = props_.major * 10 + props_.minor;
     if (p == Precision::kFP32 || p == Precision::kFP16) return;
     if (p == Precision::kBF16 && sm >= 80) return;
-    // FP8 E4M3 (sm_89+): whole-encoder plans only (encoder_quant.h). INT8 plans: the builder's
-    // int8 rewrite targets the CPU kernels; the CUDA INT8 encoder runs in the runner only.
+    // FP8 E4M3 (sm_89+) and INT8 (IMMA, sm_75+): whole-encoder plans only (encoder_quant.h);
+    // the INT8 plan keeps the fp32 graph and the calibrated ranges (builder.cc), the runner
+    // quantises the weights.
     if (p == Precision::kFP8 && sm >= 89) return;
-    if (p == Precision::kINT8) {
-      throw Error("backend cuda: int8 plans are not supported yet (the builder's int8 rewrite "
-                  "targets the cpu kernels); use --precision fp8 for a quantised cuda plan",
-                  Code::kUnimplemented);
-    }
+    if (p == Precision::kINT8 && sm >= 75) return;
     throw Error("backend cuda: precision " + std::string(PrecisionName(p)) +
                     " is not supported on " + props_.name + " (sm " + std::to_string(sm) + ")",
                 Code::kUnimplemented);

@@ -60,6 +60,9 @@ struct EncoderWeights {
   void Check(const EncoderConfig& c) const;  // throws naming the tensor and both sizes
 };
 
+// EncoderOptions::fp8_fast_accum_max_k meaning "every GEMM" (no encoder has a K this large).
+inline constexpr int kFp8FastAccumAll = 1 << 20;
+
 struct EncoderOptions {
   DType dtype = DType::kF16;
   int max_batch = 128, max_seq = 128;
@@ -76,12 +79,15 @@ struct EncoderOptions {
   // (amax / qmax) of those GEMMs' inputs, [layers][4] (encoder_quant.h: CalibrateEncoderAmax,
   // ScalesFromAmax). quant_chunk_rows: rows per GEMM call on the paths that accumulate into a
   // scratch (INT8; FP8 where cuBLASLt cannot fuse the scales), bounding that scratch to
-  // rows x max(3H, I) x 4 bytes; 0 = every row in one call.
+  // rows x max(3H, I) x 4 bytes; 0 = every row in one call. 512 rows: BERT-base's scratch is
+  // 6 MiB (72 MiB for every row of an 8,192-token bucket), which keeps an INT8 base encoder with
+  // a 128 x 128 context under PERFORMANCE.md G5's 200 MiB, and each chunk's int32 output is read
+  // back by the dequantising epilogue from L2 instead of device memory.
   // quant_fp8_output: FP8 encoders let FFN1's GEMM write its GELU output in E4M3 directly
   // (QuantGemm::SetQuantisedOutput) where cuBLASLt can, skipping a quantise pass.
   EncoderQuant quant = EncoderQuant::kNone;
   std::vector<float> act_scales;
-  int quant_chunk_rows = 0;
+  int quant_chunk_rows = 512;
   bool quant_fp8_output = true;
   // Quantised encoders: each LayerNorm also writes the next GEMM's 8-bit input (one pass).
   bool quant_fuse_layernorm = true;
@@ -96,11 +102,13 @@ struct EncoderOptions {
   WeightScaling fp8_weight_scaling = WeightScaling::kPerTensor;
   // FP8 encoders: GEMMs whose K (input width) is at most this use Hopper's fast FP8
   // accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM: partial sums kept at reduced precision inside
-  // the tensor core, never promoted to FP32 along K; Transformer Engine's choice for forward
-  // GEMMs). Its error grows with K, so the default takes the K = hidden GEMMs of BERT-base (QKV,
-  // attention output, FFN1: K = 768) and leaves FFN2 (K = 3072) exact. 0 = exact everywhere.
-  // Plans record it (a plan without the record was built exact).
-  int fp8_fast_accum_max_k = 1024;
+  // the tensor core, not promoted to FP32 along K), as Transformer Engine does for every forward
+  // GEMM. Default: every GEMM (kFp8FastAccumAll). H200, BERT-base 128 x 64 (2026-12-02):
+  // 56.2k seq/s device exact, 61.8k with fast accumulation for K <= 1024 (FFN2, K = 3072,
+  // exact), 62.9k for every GEMM; A2 on the v6 default model 100.00% (all its K are <= 1024).
+  // Its error grows with K: a model that loses accuracy builds with a bound (e.g. 1024) or 0
+  // (exact everywhere). Plans record it (a plan without the record was built exact).
+  int fp8_fast_accum_max_k = kFp8FastAccumAll;
   // Quantised encoders: attention writes the output GEMM's 8-bit input itself where its kernel
   // can (AttentionQuantSupported, encoder_quant.h), skipping a quantise pass.
   bool quant_fuse_attention = true;

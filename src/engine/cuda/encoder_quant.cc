@@ -474,7 +474,7 @@ void CudaEncoderContext::EnqueueQuantLayer(int l, int Tb, int Sb, int Bb) {
   if (e.qkv_interleaved_ && !AttentionQuantSupported(dt, c.head_dim())) {
     throw Error("quantised encoder: its QKV weights are stored per head (quant_qkv_group_tokens "
                 "> 0 at creation), which needs the quantised-output attention kernel (attention "
-                "variant 1); create the encoder with quant_qkv_group_tokens = 0 to run with "
+                "variant 1 or 2); create the encoder with quant_qkv_group_tokens = 0 to run with "
                 "another attention variant", Code::kFailedPrecondition);
   }
   const int G = e.QkvGroups(Tb);

@@ -215,7 +215,7 @@ void LayerNormQuant(DType dtype, void* x, int rows, int hidden, const float* gam
 }
 
 bool AttentionQuantSupported(DType dtype, int head_dim) {
-  return AttentionHasFastPath(dtype, head_dim) && GetKernelVariants().attention == 1;
+  return AttentionHasFastPath(dtype, head_dim) && GetKernelVariants().attention >= 1;
 }
 
 void AttentionQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch,
@@ -237,7 +237,7 @@ void AttentionQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int
     throw Error(std::string("AttentionQuant: no quantised-output kernel for ") + DTypeName(dtype) +
                 " head size " + std::to_string(head_dim) +
                 " with the current attention variant (needs fp16/bf16, head size 32/64/128, "
-                "attention variant 1); use Attention + QuantizeActivations",
+                "attention variant 1 or 2); use Attention + QuantizeActivations",
                 Code::kUnimplemented);
   }
   if (batch == 0 || max_seqlen == 0) return;

@@ -87,7 +87,7 @@ void LayerNormQuant(DType dtype, void* x, int rows, int hidden, const float* gam
 // ctx_q[t][c] = Q(ctx_rounded / out_scale), ctx_rounded being the value Attention would store in
 // `dtype`, so the bytes equal Attention followed by QuantizeActivations. Supported where the
 // tensor-core kernel of variant 1 serves the call (FP16/BF16, head size 32/64/128, attention
-// variant 1): AttentionQuantSupported; elsewhere AttentionQuant throws (callers use Attention +
+// variant 1 or 2): AttentionQuantSupported; elsewhere AttentionQuant throws (callers use Attention +
 // QuantizeActivations). Rows outside every sequence are not written.
 // qkv_interleaved: qkv rows are laid out per head, [Q_0 K_0 V_0 | Q_1 K_1 V_1 | ...] (3 *
 // head_dim columns per head, row stride 3 * heads * head_dim), as the QKV GEMM of a quantised

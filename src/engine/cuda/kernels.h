@@ -93,14 +93,18 @@ bool AttentionHasFastPath(DType dtype, int head_dim);
 //   layernorm: 0 block per row through shared memory; 1 warp per row, 16-byte vectors, values in
 //              registers (hidden <= 1024 and a multiple of the vector width; else 0)
 //   attention: 0 WMMA with shared-memory accumulators; 1 mma.sync with register accumulators
-//              (FP16/BF16, head size 32/64/128; else the exact kernel)
+//              (FP16/BF16, head size 32/64/128; else the exact kernel); 2 the same, and
+//              batches of sequences of at most 64 tokens that fill the GPU take several heads
+//              per block, the next head's Q/K/V loading while this one computes
+//              (attention_mma.cu AttentionShortKernel; FP16/BF16 output: the quantised-output
+//              attention of INT8/FP8 encoders runs variant 1's kernel)
 //   pdl:       1 launches LayerNorm (variant 1), attention (variant 1) and our small GEMMs with
 //              programmatic dependent launch on sm_90+ (the next kernel is scheduled while the
 //              previous one finishes; each waits for its predecessor's completion before reading
 //              anything: griddepcontrol.wait first thing); 0 plain launches
 struct KernelVariants {
   int layernorm = 1;
-  int attention = 1;
+  int attention = 2;
   int pdl = 1;
 };
 KernelVariants GetKernelVariants();

@@ -402,7 +402,7 @@ void CheckAttention(DType t, int heads, int D, int batch, int max_len, std::mt19
 
 TEST(CudaAttention, PackedVariableLengthsAllTypesAndHeadSizes) {
   std::mt19937_64 rng(test::Seed() + 5);
-  for (int variant : {0, 1})
+  for (int variant : {0, 1, 2})
   for (DType t : test::AllTypes()) {
     VariantScope vs(GetKernelVariants().layernorm, variant);
     for (int D : {32, 64, 128, 48, 80}) {
@@ -415,7 +415,7 @@ TEST(CudaAttention, PackedVariableLengthsAllTypesAndHeadSizes) {
 
 TEST(CudaAttention, EveryLengthUpTo130AtHead64) {
   std::mt19937_64 rng(test::Seed() + 6);
-  for (int variant : {0, 1})
+  for (int variant : {0, 1, 2})
   for (DType t : {DType::kF16, DType::kBF16}) {
     VariantScope vs(GetKernelVariants().layernorm, variant);
     std::vector<int32_t> lens;
@@ -438,6 +438,49 @@ TEST(CudaAttention, EveryLengthUpTo130AtHead64) {
                            want.begin() + size_t(cu[b + 1]) * HD);
       EXPECT_LE(ref::RelErr(g, w), test::Tol(t))
           << Name(t) << " length " << lens[b] << " variant " << variant;
+    }
+  }
+}
+
+// Variant 2's short-sequence kernel: batches of sequences of at most 64 tokens large enough to
+// fill the GPU (the launch bound rounded to 64, as the encoder's buckets are), several heads per
+// block (e.g. 160 x 12 heads at D = 64: 3 per block on 132 SMs; 600 x 12: all 12, more than one
+// wave), empty sequences among them; against the FP64 reference, rows outside every sequence
+// untouched; variant 1 on the same inputs for comparison.
+TEST(CudaAttention, ManyShortSequencesSeveralHeadsPerBlock) {
+  std::mt19937_64 rng(test::Seed() + 7);
+  struct Case { int D, heads, batch, max_len; };
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    for (const Case k : {Case{64, 12, 160, 64}, Case{64, 12, 600, 37}, Case{32, 8, 300, 64},
+                         Case{128, 4, 400, 50}, Case{64, 6, 250, 1}}) {
+      for (int variant : {1, 2}) {
+        VariantScope vs(GetKernelVariants().layernorm, variant);
+        SCOPED_TRACE(Name(t) + " D=" + std::to_string(k.D) + " heads=" + std::to_string(k.heads) +
+                     " batch=" + std::to_string(k.batch) + " max_len=" +
+                     std::to_string(k.max_len) + " variant " + std::to_string(variant));
+        std::vector<int32_t> cu = test::RandomCu(rng, k.batch, k.max_len);
+        for (int b = 5; b < k.batch; b += 37) {  // some empty sequences
+          const int len = cu[b + 1] - cu[b];
+          for (int j = b + 1; j <= k.batch; ++j) cu[j] -= len;
+        }
+        const int T = cu.back(), HD = k.heads * k.D, extra = 3;
+        std::vector<float> qkv = test::RandomVec(rng, size_t(T + extra) * 3 * HD, -2.f, 2.f);
+        auto dq = test::Upload(t, qkv);
+        auto dcu = test::UploadRaw(cu);
+        DevBuf dctx(size_t(T + extra) * HD * DTypeSize(t));
+        CUDA_CHECK(cudaMemset(dctx.get(), 0xff, dctx.bytes()));
+        const float scale = 1.f / std::sqrt(float(k.D));
+        Attention(t, dq->get(), dcu->as<int32_t>(), k.batch, 64, k.heads, k.D, scale, dctx.get(),
+                  nullptr);
+        std::vector<float> got = test::Download(t, dctx.get(), size_t(T + extra) * HD);
+        std::vector<float> want(size_t(T) * HD);
+        ref::Attention(qkv.data(), cu.data(), k.batch, k.heads, k.D, scale, want.data());
+        std::vector<float> rows(got.begin(), got.begin() + size_t(T) * HD);
+        EXPECT_LE(ref::RelErr(rows, want), test::Tol(t));
+        for (size_t i = size_t(T) * HD; i < got.size(); ++i) {
+          ASSERT_TRUE(std::isnan(got[i])) << "row " << i / HD << " belongs to no sequence";
+        }
+      }
     }
   }
 }
