@@ -69,36 +69,37 @@ if [ $bench = 1 ]; then
 fi
 
 if [ $a2 = 1 ]; then
-  a2run() {  # a2run NAME [hotline build flags...]
-    local name=$1; shift
+  a2run() {  # a2run NAME PRECISION [hotline build flags...]
+    local name=$1 prec=$2; shift 2
     section "a2 $name"
     if $HL/run hotline build --onnx models/default/model.onnx -o $HL/$name.plan --backend cuda \
-         --precision fp8 --calib data/hotline/calib.jsonl --profile 1x1:32x64:256x128 "$@" \
+         --precision $prec --calib data/hotline/calib.jsonl --profile 1x1:32x64:256x128 "$@" \
          >>"$LOG" 2>&1; then
       python3 bench/cuda/parity.py --model-dir models/default --plan $HL/$name.plan \
-        --hotline "$HL/run hotline" --reference onnx --n 1760 --chunk 220 --precision fp8 \
+        --hotline "$HL/run hotline" --reference onnx --n 1760 --chunk 220 --precision $prec \
         --texts data/hotline/test.jsonl --tol 0.5 --min-agree 0.995 \
         --out "$OUT/a2_$name.json" >>"$LOG" 2>&1
-      python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('A2 $name ($*): same intent',
+      python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('A2 $name ($prec $*): same intent',
         d['intent_agree'], '/', d['n'], 'rel err', d['rel_err'], 'pass', d['pass'])" \
         "$OUT/a2_$name.json" 2>&1 | tee -a $summary
     else
       echo "A2 $name: build failed (logs.txt)" | tee -a $summary
     fi
   }
-  a2run default
+  a2run fp8_default fp8
   # shellcheck disable=SC2086
-  a2run alt $FP8_ALT_FLAGS
+  a2run fp8_alt fp8 $FP8_ALT_FLAGS
+  a2run int8_default int8
 fi
 
 if [ $peers = 1 ]; then
   section peers
   mkdir -p $HL/peers
-  PYTHONUNBUFFERED=1 timeout 300 python3 "$BUNDLE_DIR/peers/bench_peers.py" \
+  PYTHONUNBUFFERED=1 timeout $((${PEER_DEADLINE:-240} + 60)) python3 "$BUNDLE_DIR/peers/bench_peers.py" \
     --out $HL/peers --tag run --sections env,grid,compile --models base \
     --compile-mode reduce-overhead --compile-tasks base:1x64,base:128x64 \
-    --variants eager_fp16_sdpa,cudagraph_fp16_sdpa --batches 1,128 --seqs 64,128 \
-    --target-s 0.3 --deadline-s 240 >$HL/peers.log 2>&1
+    --variants eager_fp16_sdpa,cudagraph_fp16_sdpa --batches 1,128 --seqs ${PEER_SEQS:-64,128} \
+    --target-s 0.3 --deadline-s ${PEER_DEADLINE:-240} >$HL/peers.log 2>&1
   echo "peers exit $?" | tee -a "$LOG"
   cat $HL/peers.log >>"$LOG"
   cp $HL/peers/results_run.json "$OUT/peers_results.json" 2>/dev/null
