@@ -54,7 +54,7 @@ if [ $tests = 1 ]; then
     $HL/run $t --gtest_brief=1 >$HL/$t.log 2>&1
     rc=$?
     cat $HL/$t.log >>"$LOG"
-    echo "$t: exit $rc $(grep -cE '^\[  FAILED  \]' $HL/$t.log) failed" | tee -a $summary
+    echo "$t: exit $rc $(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' $HL/$t.log) failed" | tee -a $summary
     grep -E "FAILED|fast accum|per tensor vs|MiB" $HL/$t.log | head -8
   done
 fi

@@ -153,14 +153,19 @@ void EngineImpl::PreparePacked(Replica* rep, const EngineOptions& options) {
   go.fp8_fast_accum_max_k = options.fp8_fast_accum_max_k;
   go.int8_act_amax = EncoderInt8ActAmax(plan_);  // cuda int8 plans (calib.cc), else empty
   if (!go.int8_act_amax.empty()) {
-    const auto& r = plan_.extra["int8"];
-    go.int8_calib = r.value("method", std::string("?"));
-    if (r.value("method", std::string()) == "percentile") {
-      char pct[32];
-      std::snprintf(pct, sizeof pct, " %g", r.value("percentile", 0.0));
-      go.int8_calib += pct;
+    try {  // the description's words only; a record of the wrong types is a plan error
+      const auto& r = plan_.extra["int8"];
+      go.int8_calib = r.value("method", std::string("?"));
+      if (r.value("method", std::string()) == "percentile") {
+        char pct[32];
+        std::snprintf(pct, sizeof pct, " %g", r.value("percentile", 0.0));
+        go.int8_calib += pct;
+      }
+      go.int8_calib += ", " + std::to_string(r.value("samples", int64_t(0))) + " samples";
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(std::string("plan: malformed int8 calibration record: ") + e.what(),
+                  Code::kInvalidArgument);
     }
-    go.int8_calib += ", " + std::to_string(r.value("samples", int64_t(0))) + " samples";
   }
   if (plan_.extra.contains("gemm_tuning") && plan_.extra["gemm_tuning"].is_string()) {
     go.tuning = plan_.extra["gemm_tuning"].get<std::string>();

@@ -18,6 +18,8 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <type_traits>
 
 #include "engine/cuda/attention_internal.h"
@@ -82,7 +84,8 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* sm
 __device__ __forceinline__ float DivRn(float x, float s, float inv) {
   float q = x * inv;
   q = fmaf(fmaf(-q, s, x), inv, q);
-  return fmaf(fmaf(-q, s, x), inv, q);
+  q = fmaf(fmaf(-q, s, x), inv, q);
+  return copysignf(q, x);  // -0 / s is -0 (the steps would return +0: E4M3 0x00, not 0x80)
 }
 
 template <int kQ>
@@ -302,9 +305,12 @@ __global__ void __launch_bounds__(W * 32, (W == 4 && D <= 64) ? 4 : 1)
   // Rows past the sequence are zero-filled (source size 0; the address stays a valid row).
   constexpr int kSteps = kKT * kVec / (W * 32);
   static_assert(kKT * kVec % (W * 32) == 0, "the tile's 16-byte vectors split evenly over the block");
+  // One warp (W = 1) has 16-32 copy steps: unrolled whole, their addresses spilled (255
+  // registers and a stack frame at D = 128); 4 at a time keeps them in registers.
+  constexpr int kUnroll = W == 1 ? 4 : kSteps;
   for (int k0 = 0; k0 < len; k0 += kKT) {
     __syncthreads();  // previous tile fully consumed
-#pragma unroll
+#pragma unroll kUnroll
     for (int j = 0; j < kSteps; ++j) {
       const int i = tid + j * W * 32;
       const int r = i / kVec, c = (i % kVec) * 8;
@@ -417,6 +423,28 @@ int HeadsPerBlock(int batch, int heads, int slots) {
   return heads;
 }
 
+// Resident blocks per SM of the short kernel on the current device, 0 where its shared memory
+// does not fit (e.g. D = 128 needs 104,448 bytes: more than sm_86 / sm_89 allow a block).
+template <typename T, int D>
+int ShortKernelBlocksPerSm(int smem) {
+  static std::mutex mu;
+  static std::map<int, int> by_device;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = by_device.find(dev);
+  if (it != by_device.end()) return it->second;
+  int optin = 0, n = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (smem <= optin) {
+    AllowDynamicSmem(reinterpret_cast<const void*>(&AttentionShortKernel<T, D, 0>), smem);
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, AttentionShortKernel<T, D, 0>, 128, size_t(smem)));
+  }
+  by_device[dev] = n;
+  return n;
+}
+
 template <typename T, int D, int kQ>
 void Launch(const void* qkv, const int32_t* cu, int batch, int max_seqlen, int heads, float scale,
             void* ctx, float out_scale, void* ctx_q, bool interleaved, int ldo,
@@ -431,24 +459,30 @@ void Launch(const void* qkv, const int32_t* cu, int batch, int max_seqlen, int h
     CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 1, kQ>, grid, dim3(32), 0, s,
                             static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq,
                             interleaved, ldo));
-  } else if (kQ == 0 && max_seqlen <= kKT && GetKernelVariants().attention == 2) {
-    // FP16/BF16 output only: with the 8-bit output (a third of the bytes written) the one-head
-    // kernel already runs near the copy rate and the multi-head one was slower (H200, BERT-base
-    // 128 x 64: 16.3 against 17.5 us; FP16 output: 23.5 against 20.8).
-    constexpr int kSmem = 2 * 3 * kKT * (D + 8) * int(sizeof(T));
-    AllowDynamicSmem(reinterpret_cast<const void*>(&AttentionShortKernel<T, D, kQ>), kSmem);
-    const int per_sm = D <= 64 ? 4 : 2;  // resident blocks per SM (registers, shared memory)
-    const int hpb = HeadsPerBlock(batch, heads, per_sm * sms);
-    const dim3 grid(heads / hpb, batch);
-    CUDA_CHECK(LaunchKernel(AttentionShortKernel<T, D, kQ>, grid, dim3(128), kSmem, s,
-                            static_cast<const T*>(qkv), cu, heads, hpb, sl2, c, out_scale, cq,
-                            interleaved, ldo));
-  } else {
-    const dim3 grid((max_seqlen + 63) / 64, heads, batch);
-    CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 4, kQ>, grid, dim3(128), 0, s,
-                            static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq,
-                            interleaved, ldo));
+    CUDA_CHECK_LAUNCH();
+    return;
   }
+  if constexpr (kQ == 0) {
+    // FP16/BF16 output only: with the 8-bit output (a third of the bytes written) the one-head
+    // kernel ran faster (H200, BERT-base 128 x 64: 16.3 against 17.5 us; FP16 output: 23.5
+    // against 20.8). Where the short kernel's shared memory does not fit, the one-head kernel.
+    constexpr int kSmem = 2 * 3 * kKT * (D + 8) * int(sizeof(T));
+    int per_sm = 0;
+    if (max_seqlen <= kKT && GetKernelVariants().attention == 2 &&
+        (per_sm = ShortKernelBlocksPerSm<T, D>(kSmem)) > 0) {
+      const int hpb = HeadsPerBlock(batch, heads, per_sm * sms);
+      const dim3 grid(heads / hpb, batch);
+      CUDA_CHECK(LaunchKernel(AttentionShortKernel<T, D, kQ>, grid, dim3(128), kSmem, s,
+                              static_cast<const T*>(qkv), cu, heads, hpb, sl2, c, out_scale, cq,
+                              interleaved, ldo));
+      CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
+  const dim3 grid((max_seqlen + 63) / 64, heads, batch);
+  CUDA_CHECK(LaunchKernel(AttentionMmaKernel<T, D, 4, kQ>, grid, dim3(128), 0, s,
+                          static_cast<const T*>(qkv), cu, heads, sl2, c, out_scale, cq,
+                          interleaved, ldo));
   CUDA_CHECK_LAUNCH();
 }
 

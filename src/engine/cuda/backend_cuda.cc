@@ -439,8 +439,8 @@ std::unique_ptr<GraphRunner> MakeEncoderRunner(const BertEncoderGraph& m, const 
     if (!cuda::ParseFp8FastAccumLine(opt.tuning, &o.fp8_fast_accum_max_k)) {
       if (from_plan) {
         o.fp8_fast_accum_max_k = 0;
-      } else if (opt.fp8_fast_accum_max_k >= 0) {
-        o.fp8_fast_accum_max_k = opt.fp8_fast_accum_max_k;
+      } else if (opt.fp8_fast_accum_max_k >= 0) {  // above every K: "every GEMM"
+        o.fp8_fast_accum_max_k = std::min(opt.fp8_fast_accum_max_k, cuda::kFp8FastAccumAll);
       }
     }
     if (!from_plan) {
@@ -562,11 +562,11 @@ class CudaBackend : public Backend {
     const int sm = props_.major * 10 + props_.minor;
     if (p == Precision::kFP32 || p == Precision::kFP16) return;
     if (p == Precision::kBF16 && sm >= 80) return;
-    // FP8 E4M3 (sm_89+) and INT8 (IMMA, sm_75+): whole-encoder plans only (encoder_quant.h);
+    // FP8 E4M3 (sm_89+) and INT8 (IMMA, sm_80+ as our attention kernels): whole-encoder plans only (encoder_quant.h);
     // the INT8 plan keeps the fp32 graph and the calibrated ranges (builder.cc), the runner
     // quantises the weights.
     if (p == Precision::kFP8 && sm >= 89) return;
-    if (p == Precision::kINT8 && sm >= 75) return;
+    if (p == Precision::kINT8 && sm >= 80) return;  // our kernels: cp.async, mma.m16n8k16
     throw Error("backend cuda: precision " + std::string(PrecisionName(p)) +
                     " is not supported on " + props_.name + " (sm " + std::to_string(sm) + ")",
                 Code::kUnimplemented);

@@ -81,8 +81,9 @@ struct EncoderOptions {
   // scratch (INT8; FP8 where cuBLASLt cannot fuse the scales), bounding that scratch to
   // rows x max(3H, I) x 4 bytes; 0 = every row in one call. 512 rows: BERT-base's scratch is
   // 6 MiB (72 MiB for every row of an 8,192-token bucket), which keeps an INT8 base encoder with
-  // a 128 x 128 context under PERFORMANCE.md G5's 200 MiB, and each chunk's int32 output is read
-  // back by the dequantising epilogue from L2 instead of device memory.
+  // a 128 x 128 context under PERFORMANCE.md G5's 200 MiB (197 MiB on the H200). The price, INT8
+  // at 128 x 64: 12.2k seq/s against 18.5k with 8,192-row calls (GEMMs of 512 rows leave SMs
+  // idle); raise it where memory allows.
   // quant_fp8_output: FP8 encoders let FFN1's GEMM write its GELU output in E4M3 directly
   // (QuantGemm::SetQuantisedOutput) where cuBLASLt can, skipping a quantise pass.
   EncoderQuant quant = EncoderQuant::kNone;
@@ -203,7 +204,8 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   // e4m3_out (FFN1 writes FFN2's E4M3 input itself, nothing else) a row costs I bytes, so three
   // times the rows fit the same bytes: at 8,192 tokens the FFN runs whole, at no extra memory.
   int FfnChunkRows(int Tb, bool e4m3_out = false) const;
-  // Whether FFN1 asks cuBLASLt for its E4M3 output (whether it gets it is per row count).
+  // Whether FFN1 may write E4M3 (FP8, per tensor, quant_fp8_output; cuBLASLt decides per row
+  // count at PrepareQuant).
   bool Ffn1MayWriteE4M3() const;
   bool qkv_interleaved() const { return qkv_interleaved_; }
 };

@@ -109,6 +109,8 @@ bool ParseFp8WeightScalingLine(const std::string& record, WeightScaling* s) {
 }
 
 std::string Fp8FastAccumLine(int max_k) {
+  // Recorded within [0, kFp8FastAccumAll]: the same GEMMs, and a value every parse accepts.
+  max_k = std::clamp(max_k, 0, kFp8FastAccumAll);
   return "hotline-fp8-fast-accum-max-k " + std::to_string(max_k) + "\n";
 }
 
@@ -265,7 +267,10 @@ int CudaEncoder::FfnChunkRows(int Tb, bool e4m3_out) const {
 }
 
 bool CudaEncoder::Ffn1MayWriteE4M3() const {
-  return opt_.quant == EncoderQuant::kFp8 && opt_.quant_fp8_output && opt_.dtype != DType::kF32;
+  // Per tensor only: cuBLASLt 13.1 refuses an E4M3 D with per-channel (outer-vector) scales, so
+  // a per-channel encoder would prepare FFN1 at row counts it never runs.
+  return opt_.quant == EncoderQuant::kFp8 && opt_.quant_fp8_output && opt_.dtype != DType::kF32 &&
+         opt_.fp8_weight_scaling == WeightScaling::kPerTensor;
 }
 
 namespace {

@@ -222,9 +222,13 @@ void AttentionQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int
                     int max_seqlen, int heads, int head_dim, float scale, float out_scale,
                     QuantType q, void* ctx_q, cudaStream_t s, bool qkv_interleaved,
                     int out_ld) {
-  if (out_ld != 0 && (out_ld < heads * head_dim || out_ld % 2)) {
-    throw Error("AttentionQuant: out_ld must be 0 or an even number >= heads * head_dim (" +
+  // The kernel writes 4-byte words: rows and the buffer must be 4-byte aligned.
+  if (out_ld != 0 && (out_ld < heads * head_dim || out_ld % 4)) {
+    throw Error("AttentionQuant: out_ld must be 0 or a multiple of 4 >= heads * head_dim (" +
                 std::to_string(heads * head_dim) + "), got " + std::to_string(out_ld));
+  }
+  if (reinterpret_cast<uintptr_t>(ctx_q) % 4) {
+    throw Error("AttentionQuant: ctx_q must be 4-byte aligned");
   }
   if (batch < 0 || max_seqlen < 0 || heads < 1 || batch > 65535 || heads > 65535 ||
       !(out_scale > 0.f) || !std::isfinite(out_scale)) {

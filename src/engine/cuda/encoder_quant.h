@@ -92,8 +92,9 @@ void LayerNormQuant(DType dtype, void* x, int rows, int hidden, const float* gam
 // qkv_interleaved: qkv rows are laid out per head, [Q_0 K_0 V_0 | Q_1 K_1 V_1 | ...] (3 *
 // head_dim columns per head, row stride 3 * heads * head_dim), as the QKV GEMM of a quantised
 // encoder with head groups writes them (EncoderOptions::quant_qkv_group_tokens). out_ld: row
-// stride of ctx_q in bytes (0: heads * head_dim): a head group writes its columns of the full
-// [tokens, hidden] context, ctx_q then pointing at the group's first column.
+// stride of ctx_q in bytes (0: heads * head_dim; else a multiple of 4, and ctx_q 4-byte aligned:
+// the kernel writes 4-byte words): a head group writes its columns of the full [tokens, hidden]
+// context, ctx_q then pointing at the group's first column.
 bool AttentionQuantSupported(DType dtype, int head_dim);
 void AttentionQuant(DType dtype, const void* qkv, const int32_t* cu_seqlens, int batch,
                     int max_seqlen, int heads, int head_dim, float scale, float out_scale,

@@ -233,6 +233,11 @@ TEST(CudaFp8PerTensor, BadOptionsAreRefused) {
   EXPECT_FALSE(ParseFp8FastAccumLine("hotline-quant-scales fp8 0\n", &k));
   EXPECT_THROW(ParseFp8FastAccumLine("hotline-fp8-fast-accum-max-k -3\n", &k), Error);
   EXPECT_THROW(ParseFp8FastAccumLine("hotline-fp8-fast-accum-max-k 12x\n", &k), Error);
+  // Any bound is recorded as one a load accepts (above every K: "every GEMM").
+  EXPECT_TRUE(ParseFp8FastAccumLine(Fp8FastAccumLine(2000000000), &k));
+  EXPECT_EQ(k, kFp8FastAccumAll);
+  EXPECT_TRUE(ParseFp8FastAccumLine(Fp8FastAccumLine(-4), &k));
+  EXPECT_EQ(k, 0);
   // Attention with a quantised output: FP32 has no such kernel and says so.
   EXPECT_FALSE(AttentionQuantSupported(DType::kF32, 64));
   EXPECT_FALSE(AttentionQuantSupported(DType::kF16, 48));
@@ -241,6 +246,14 @@ TEST(CudaFp8PerTensor, BadOptionsAreRefused) {
                Error);
   EXPECT_THROW(AttentionQuant(DType::kF16, nullptr, nullptr, 1, 8, 2, 64, 1.f, 0.f,
                               QuantType::kFp8E4M3, nullptr, nullptr),
+               Error);
+  // The kernel writes 4-byte words: an out_ld or ctx_q that breaks their alignment is refused.
+  alignas(16) static uint8_t buf[64];
+  EXPECT_THROW(AttentionQuant(DType::kF16, nullptr, nullptr, 1, 8, 2, 64, 1.f, 1.f,
+                              QuantType::kFp8E4M3, buf, nullptr, false, 130),
+               Error);
+  EXPECT_THROW(AttentionQuant(DType::kF16, nullptr, nullptr, 1, 8, 2, 64, 1.f, 1.f,
+                              QuantType::kFp8E4M3, buf + 2, nullptr),
                Error);
 }
 
@@ -257,7 +270,7 @@ TEST(CudaFp8PerTensor, AttentionQuantEqualsAttentionThenQuantise) {
   for (QuantType q : {QuantType::kFp8E4M3, QuantType::kInt8}) {
     for (DType t : {DType::kF16, DType::kBF16}) {
       for (int D : {32, 64, 128}) {
-        for (int batch : {1, 9, 150}) {  // 150 x 64: attention variant 2's short kernel
+        for (int batch : {1, 9, 150}) {  // 1: one-warp blocks; 9 x 130: two key tiles; 150 x 64
           const int heads = D == 64 ? 12 : 4, H = heads * D;
           const int max_len = batch == 9 ? 130 : 64;
           SCOPED_TRACE(std::string(QuantTypeName(q)) + " " + DTypeName(t) + " D=" +
@@ -328,7 +341,7 @@ TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
     EncoderOutputs out;
     int fast_accum_max_k = 0;
   };
-  // The last run: the encoder's defaults (fast accumulation for K <= 1024: QKV, out, FFN1).
+  // The last run: the encoder's defaults (fast accumulation for every GEMM, FFN2's K = 3072 too).
   Run runs[] = {{WeightScaling::kPerTensor, true, {}},
                 {WeightScaling::kPerTensor, false, {}},
                 {WeightScaling::kPerChannel, true, {}},
@@ -374,8 +387,8 @@ TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
     const EncoderOutputs& fa = runs[3].out;
     const double fi = ref::RelErr(fa.intent_logits, o16.intent_logits);
     const double fs = ref::RelErr(fa.slot_logits, o16.slot_logits);
-    std::printf("fp8 per tensor, fast accumulation K <= %d, vs fp16: intent %.4f slot %.4f, agree "
-                "%d/%d intents (exact: %.4f %.4f)\n", runs[3].fast_accum_max_k, fi, fs,
+    std::printf("fp8 per tensor, fast accumulation for K <= %d (the default), vs fp16: intent %.4f "
+                "slot %.4f, agree %d/%d intents (exact: %.4f %.4f)\n", runs[3].fast_accum_max_k, fi, fs,
                 Agree(fa.intent, o16.intent), B, ei, es);
     EXPECT_LE(fi, 1.3 * ref::RelErr(pt.intent_logits, o16.intent_logits) + 0.01);
     EXPECT_LE(fs, 1.3 * ref::RelErr(pt.slot_logits, o16.slot_logits) + 0.01);

@@ -444,8 +444,8 @@ TEST(CudaAttention, EveryLengthUpTo130AtHead64) {
 
 // Variant 2's short-sequence kernel: batches of sequences of at most 64 tokens large enough to
 // fill the GPU (the launch bound rounded to 64, as the encoder's buckets are), several heads per
-// block (e.g. 160 x 12 heads at D = 64: 3 per block on 132 SMs; 600 x 12: all 12, more than one
-// wave), empty sequences among them; against the FP64 reference, rows outside every sequence
+// block (e.g. 160 x 12 heads at D = 64: 4 per block on 132 SMs x 4; 600 x 12: all 12, more than
+// one wave), empty sequences among them; against the FP64 reference, rows outside every sequence
 // untouched; variant 1 on the same inputs for comparison.
 TEST(CudaAttention, ManyShortSequencesSeveralHeadsPerBlock) {
   std::mt19937_64 rng(test::Seed() + 7);
