@@ -68,3 +68,30 @@ def test_cpu_int8_keeps_its_keep_fp(env):
              "--no-tune", "--profile", PROFILE, "--keep-fp", "layer:0", "-o", out])
     assert p.returncode == 0, p.stderr.decode()
     assert os.path.exists(out)
+
+
+def fp8_build(env, *extra, backend="cuda"):
+    path = os.path.join(env["dir"], "fp8.plan")
+    if os.path.exists(path):
+        os.remove(path)
+    p = run(["build", "--onnx", env["model"], "--backend", backend, "--precision", "fp8",
+             "--calib", env["calib"], "--no-tune", "--profile", PROFILE, "-o", path, *extra])
+    return p, p.stderr.decode(), path
+
+
+def test_fp8_options_are_checked_before_any_backend(env):
+    """--fp8-weight-scaling / --fp8-fast-accum-max-k: bad values and the wrong backend are
+    refused by name (before any backend is touched); good ones pass the checks."""
+    p, err, out = fp8_build(env, "--fp8-weight-scaling", "per_row")
+    assert p.returncode != 0 and "want per_tensor or per_channel" in err, err
+    assert not os.path.exists(out)
+    p, err, out = fp8_build(env, "--fp8-fast-accum-max-k", "-5")
+    assert p.returncode != 0 and "must be >= 0" in err, err
+    p, err, out = fp8_build(env, "--fp8-weight-scaling", "per_channel", backend="cpu")
+    assert p.returncode != 0 and "--precision fp8 --backend cuda" in err, err
+    p, err, out = fp8_build(env, "--fp8-weight-scaling", "per_channel",
+                            "--fp8-fast-accum-max-k", "1024")
+    for refusal in ("want per_tensor", "must be >= 0", "--precision fp8 --backend cuda"):
+        assert refusal not in err, err
+    if p.returncode == 0:  # a GPU with FP8 here: the plan records the choices
+        assert os.path.exists(out)
