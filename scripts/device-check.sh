@@ -69,16 +69,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-OUT=${OUT:-$PWD/device-out}
-HL=/tmp/hl
-LOG=$OUT/logs.txt
-mkdir -p "$OUT" $HL
-tar -C $HL -xJf "$BUNDLE_DIR/cuda.tar.xz" || { echo "cannot unpack the bundle"; exit 1; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-section() { echo "===== $* ($(( $(date +%s) - t0 )) s)" | tee -a "$LOG"; }
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
-  --format=csv 2>&1 | tee -a "$LOG"
+. scripts/device-lib.sh  # $OUT, $HL, $LOG, section(), the unpacked bundle
 status=0
 INT=$OUT/integration.json
 echo '{}' >"$INT"

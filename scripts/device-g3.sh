@@ -32,16 +32,7 @@ done
 VARIANTS=${VARIANTS:-fp8,fp8_exact,fp8_fast1024,fp8_perchannel,int8}
 QUANT=${QUANT:-fp8,int8}
 FP8_ALT_FLAGS=${FP8_ALT_FLAGS:---fp8-weight-scaling per_channel --fp8-fast-accum-max-k 0}
-OUT=${OUT:-$PWD/device-out}
-HL=/tmp/hl
-LOG=$OUT/logs.txt
-mkdir -p "$OUT" $HL
-tar -C $HL -xJf "$BUNDLE_DIR/cuda.tar.xz" || { echo "cannot unpack the bundle"; exit 1; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-t0=$(date +%s)
-section() { echo "===== $* ($(( $(date +%s) - t0 )) s)" | tee -a "$LOG"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu \
-  --format=csv 2>&1 | tee -a "$LOG"
+. scripts/device-lib.sh  # $OUT, $HL, $LOG, section(), the unpacked bundle
 summary=$HL/summary.txt
 : >$summary
 

@@ -18,6 +18,14 @@
 
 namespace hotline::engine {
 namespace {
+void RequirePackedPlan(const PlanData& plan) {
+  if (plan.mode != "packed") {
+    throw Error("int8 needs a packed (fused) plan; this model runs on the padded path (" +
+                    plan.extra.value("padded_reason", std::string("?")) + ")",
+                Code::kUnimplemented);
+  }
+}
+
 
 using json = nlohmann::json;
 
@@ -138,10 +146,7 @@ std::vector<QuantGemm> GemmsOfPlan(const PlanData& plan) {
 CalibrationTable CalibratePlan(const PlanData& fp32_plan,
                                const std::vector<std::vector<int32_t>>& sequences,
                                CalibMethod method, double percentile) {
-  if (fp32_plan.mode != "packed") {
-    throw Error("int8 needs a packed (fused) plan; this model runs on the padded path",
-                Code::kUnimplemented);
-  }
+  RequirePackedPlan(fp32_plan);
   if (sequences.empty()) throw Error("calibration needs at least one sequence");
   PlanData p = fp32_plan;
   p.info.precision = Precision::kFP32;
@@ -223,6 +228,36 @@ std::vector<std::string> S8Dims(std::vector<std::string> d) {
   return d;
 }
 
+namespace {
+// The plan's int8 record: where its ranges came from (ApplyInt8, RecordEncoderInt8Ranges).
+json CalibrationRecord(const CalibrationTable& table) {
+  json rec;
+  rec["method"] = table.method;
+  rec["percentile"] = table.percentile;
+  rec["samples"] = table.samples;
+  rec["calib_source"] = table.calib_source;
+  rec["model_fingerprint"] = table.model_fingerprint;
+  return rec;
+}
+
+// The calibrated range of `tensor` (the input of `who`), which the table must hold.
+float RangeOf(const CalibrationTable& table, const std::string& tensor, const std::string& who) {
+  auto it = table.amax.find(tensor);
+  if (it == table.amax.end()) {
+    throw Error("calibration table has no range for tensor '" + tensor + "' (input of " + who +
+                "); it was made for another graph or is incomplete");
+  }
+  return it->second;
+}
+
+// One GEMM's entry in the int8 record.
+json GemmRecord(const QuantGemm& q) {
+  return {{"index", q.index}, {"node", q.node}, {"role", q.role}, {"layer", q.layer},
+          {"K", q.K}, {"N", q.N}, {"input", q.input}};
+}
+
+}  // namespace
+
 void ApplyInt8(PlanData* plan, const CalibrationTable& table, const std::vector<bool>& keep,
                bool keep_embeddings, int qmax) {
   Graph& g = plan->graph;
@@ -230,34 +265,20 @@ void ApplyInt8(PlanData* plan, const CalibrationTable& table, const std::vector<
   if (keep.size() != gemms.size()) throw Error("ApplyInt8: keep list does not match the GEMMs");
   std::map<std::string, int> index_of;
   for (size_t k = 0; k < g.nodes.size(); ++k) index_of[g.nodes[k].name] = int(k);
-  json rec;
-  rec["method"] = table.method;
-  rec["percentile"] = table.percentile;
-  rec["samples"] = table.samples;
-  rec["calib_source"] = table.calib_source;
-  rec["model_fingerprint"] = table.model_fingerprint;
+  json rec = CalibrationRecord(table);
   rec["weight_qmax"] = qmax;
   rec["gemms"] = json::array();
-  auto amax_of = [&](const std::string& v, const std::string& who) {
-    auto it = table.amax.find(v);
-    if (it == table.amax.end()) {
-      throw Error("calibration table has no range for tensor '" + v + "' (input of " + who +
-                  "); it was made for another graph or is incomplete");
-    }
-    return it->second;
-  };
   // 1. Weights: per-output-channel symmetric codes.
   std::set<int> quantised;
   for (const QuantGemm& q : gemms) {
     Node& n = g.nodes[index_of.at(q.node)];
-    json r = {{"index", q.index}, {"node", q.node}, {"role", q.role}, {"layer", q.layer},
-              {"K", q.K}, {"N", q.N}, {"input", q.input}};
+    json r = GemmRecord(q);
     if (keep[q.index]) {
       r["precision"] = "fp32";
       rec["gemms"].push_back(r);
       continue;
     }
-    const float amax = amax_of(q.input, n.Describe());
+    const float amax = RangeOf(table, q.input, n.Describe());
     const HTensor& w = *g.Const(n.inputs[1]);
     std::vector<float> scale(q.N, 0.f);
     for (int k = 0; k < q.K; ++k) {
@@ -300,7 +321,7 @@ void ApplyInt8(PlanData* plan, const CalibrationTable& table, const std::vector<
     auto pit = producers.find(x);
     if (pit == producers.end()) continue;
     Node& p = g.nodes[pit->second];
-    const float amax = amax_of(x, g.nodes[qi].Describe());
+    const float amax = RangeOf(table, x, g.nodes[qi].Describe());
     std::vector<int> readers;  // quantised GEMMs reading x as their activation
     bool others = false;
     for (int c : consumers.at(x)) {
@@ -374,11 +395,7 @@ void ApplyInt8(PlanData* plan, const CalibrationTable& table, const std::vector<
 
 void QuantizePlanInt8(PlanData* plan, const std::string& model_fingerprint,
                       const BuildOptions& options) {
-  if (plan->mode != "packed") {
-    throw Error("int8 needs a packed (fused) plan; this model runs on the padded path (" +
-                    plan->extra.value("padded_reason", std::string("?")) + ")",
-                Code::kUnimplemented);
-  }
+  RequirePackedPlan(*plan);
   bool keep_embeddings = false;
   const auto keep = ResolveKeepFp(GemmsOfPlan(*plan), options.keep_fp, &keep_embeddings);
   const CalibrationTable table = ObtainCalibration(*plan, model_fingerprint, options);
@@ -389,11 +406,7 @@ void QuantizePlanInt8(PlanData* plan, const std::string& model_fingerprint,
 
 void RecordEncoderInt8Ranges(PlanData* plan, const std::string& model_fingerprint,
                              const BuildOptions& options) {
-  if (plan->mode != "packed") {
-    throw Error("int8 needs a packed (fused) plan; this model runs on the padded path (" +
-                    plan->extra.value("padded_reason", std::string("?")) + ")",
-                Code::kUnimplemented);
-  }
+  RequirePackedPlan(*plan);
   const auto gemms = GemmsOfPlan(*plan);
   // The encoder quantises every layer GEMM and the word embeddings, never the heads or the
   // pooler: a keep list may only name those (a QDQ model leaving its heads in float does).
@@ -438,30 +451,22 @@ void RecordEncoderInt8Ranges(PlanData* plan, const std::string& model_fingerprin
   PlanData fp = *plan;
   fp.info.backend = BackendKind::kCPU;
   const CalibrationTable table = ObtainCalibration(fp, model_fingerprint, options);
-  json rec;
-  rec["method"] = table.method;
-  rec["percentile"] = table.percentile;
-  rec["samples"] = table.samples;
-  rec["calib_source"] = table.calib_source;
-  rec["model_fingerprint"] = table.model_fingerprint;
+  json rec = CalibrationRecord(table);
   rec["target"] = "cuda_encoder";
   rec["slots"] = {"qkv_in", "out_in", "ff1_in", "ff2_in"};
   rec["act_amax"] = json::array();
   rec["gemms"] = json::array();
   for (const QuantGemm* q : slot) {
-    auto it = table.amax.find(q->input);
-    if (it == table.amax.end()) {
-      throw Error("calibration table has no range for tensor '" + q->input + "' (input of " +
-                  q->node + "); it was made for another graph or is incomplete");
-    }
-    if (!(it->second > 0) || !std::isfinite(it->second)) {
+    const float amax = RangeOf(table, q->input, q->node);
+    if (!(amax > 0) || !std::isfinite(amax)) {  // the encoder's scale is amax / 127
       throw Error("calibration table's range for tensor '" + q->input + "' is " +
-                  std::to_string(it->second) + ", not a positive number");
+                  std::to_string(amax) + ", not a positive number");
     }
-    rec["act_amax"].push_back(it->second);
-    rec["gemms"].push_back({{"index", q->index}, {"node", q->node}, {"role", q->role},
-                            {"layer", q->layer}, {"K", q->K}, {"N", q->N}, {"input", q->input},
-                            {"precision", "int8"}, {"in_amax", it->second}});
+    rec["act_amax"].push_back(amax);
+    json r = GemmRecord(*q);
+    r["precision"] = "int8";
+    r["in_amax"] = amax;
+    rec["gemms"].push_back(r);
   }
   rec["keep_fp"] = options.keep_fp;
   plan->extra["int8"] = rec;

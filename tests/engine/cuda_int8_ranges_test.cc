@@ -32,26 +32,10 @@
 namespace hotline::engine {
 namespace {
 
-constexpr int kVocab = 300;  // make_fixtures.py: VOCAB 300, MAX_POS 64, hidden 64, 2 layers
 
 const std::string& Onnx() {
   static const std::string p = FixturePath("tiny_op17.onnx");
   return p;
-}
-
-// [CLS]=1 ... [SEP]=2 around random ids of the fixture's vocabulary.
-std::vector<std::vector<int32_t>> Sequences(int n, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> len(3, 30), id(5, kVocab - 1);
-  std::vector<std::vector<int32_t>> out;
-  for (int s = 0; s < n; ++s) {
-    std::vector<int32_t> ids{1};
-    const int L = len(rng);
-    for (int k = 2; k < L; ++k) ids.push_back(id(rng));
-    ids.push_back(2);
-    out.push_back(ids);
-  }
-  return out;
 }
 
 BuildOptions Opts(CalibMethod m) {
@@ -61,7 +45,7 @@ BuildOptions Opts(CalibMethod m) {
   o.profile = Profile::Parse("1x1:4x16:16x32");
   o.tune = false;
   o.calib_method = m;
-  o.calib_sequences = Sequences(40, 5);
+  o.calib_sequences = TinyFixtureSequences(40, 5);
   return o;
 }
 

@@ -18,30 +18,13 @@
 namespace hotline::engine {
 namespace {
 
-constexpr int kVocab = 300;  // make_fixtures.py: VOCAB 300, MAX_POS 64, hidden 64, 2 layers
-
-// [CLS]=1 ... [SEP]=2 with random ids in between (the fixture's vocabulary has no meaning).
-std::vector<std::vector<int32_t>> RandomSequences(int n, int seed, int min_len = 3,
-                                                  int max_len = 30) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> len(min_len, max_len), id(5, kVocab - 1);
-  std::vector<std::vector<int32_t>> out;
-  for (int s = 0; s < n; ++s) {
-    std::vector<int32_t> ids{1};
-    const int L = len(rng);
-    for (int k = 2; k < L; ++k) ids.push_back(id(rng));
-    ids.push_back(2);
-    out.push_back(ids);
-  }
-  return out;
-}
 
 BuildOptions Int8Opts() {
   BuildOptions o;
   o.precision = Precision::kINT8;
   o.profile = Profile::Parse("1x1:4x16:16x32");
   o.tune = false;
-  o.calib_sequences = RandomSequences(48, 1);
+  o.calib_sequences = TinyFixtureSequences(48, 1);
   return o;
 }
 
@@ -89,7 +72,7 @@ TEST(Int8PlanTest, AgreesWithFp32OnManyInputs) {
     if (op.type == "Dense" || op.type == "DenseLayerNorm") int8_gemms += op.precision == "int8";
   }
   EXPECT_EQ(int8_gemms, 2 * 4 + 3);  // 4 GEMMs per layer, pooler, intent and slot heads
-  const auto probe = RandomSequences(200, 99);  // not the calibration sequences
+  const auto probe = TinyFixtureSequences(200, 99);  // not the calibration sequences
   const auto a = RunAll(*fp32, probe), b = RunAll(*int8, probe);
   ASSERT_EQ(a.size(), b.size());
   for (size_t o = 0; o < a.size(); ++o) {
@@ -135,7 +118,7 @@ TEST(Int8PlanTest, PlanIsSmallAndReloadsAndATruncatedOneIsRefused) {
   EXPECT_EQ(info.precision, Precision::kINT8);
   auto loaded = Engine::Load(i8);
   auto direct = Engine::BuildFromOnnx(Onnx(), Int8Opts());
-  const auto probe = RandomSequences(20, 5);
+  const auto probe = TinyFixtureSequences(20, 5);
   const auto a = RunAll(*loaded, probe), b = RunAll(*direct, probe);
   for (size_t o = 0; o < a.size(); ++o) EXPECT_EQ(a[o].data, b[o].data) << a[o].name;
   // Truncate: drop the last 100 bytes of the weights.
@@ -162,7 +145,7 @@ TEST(Int8PlanTest, CalibrationCacheIsReusedAndRefusedForAnotherModelOrMethod) {
   BuildOptions again = o;
   again.calib_sequences.clear();
   auto second = Engine::BuildFromOnnx(Onnx(), again);
-  const auto probe = RandomSequences(10, 3);
+  const auto probe = TinyFixtureSequences(10, 3);
   const auto a = RunAll(*first, probe), b = RunAll(*second, probe);
   for (size_t k = 0; k < a.size(); ++k) EXPECT_EQ(a[k].data, b[k].data);
   // Another model (same architecture, other weights): refused, naming both fingerprints.
@@ -222,7 +205,7 @@ TEST(Int8PlanTest, KeepFpLayersStayFp32AndMissingCalibrationIsAnError) {
 
 TEST(Int8PlanTest, SensitivityListsEveryGemm) {
   BuildOptions o = Int8Opts();
-  const auto s = MeasureSensitivity(Onnx(), o, RandomSequences(24, 8));
+  const auto s = MeasureSensitivity(Onnx(), o, TinyFixtureSequences(24, 8));
   ASSERT_EQ(s.size(), 11u);
   for (const auto& g : s) {
     EXPECT_TRUE(std::isfinite(g.rel_err)) << g.gemm.node;

@@ -204,6 +204,11 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   // e4m3_out (FFN1 writes FFN2's E4M3 input itself, nothing else) a row costs I bytes, so three
   // times the rows fit the same bytes: at 8,192 tokens the FFN runs whole, at no extra memory.
   int FfnChunkRows(int Tb, bool e4m3_out = false) const;
+  // The FFN's rows per call at bucket Tb: FfnChunkRows(Tb, true) where FFN1 writes E4M3 at
+  // every call of that split in every layer (known once PrepareQuant prepared those row
+  // counts), else FfnChunkRows(Tb). FfnCalls: the calls of a split into chunks of C rows.
+  int FfnRows(int Tb) const;
+  static std::vector<int> FfnCalls(int Tb, int C);
   // Whether FFN1 may write E4M3 (FP8, per tensor, quant_fp8_output; cuBLASLt decides per row
   // count at PrepareQuant).
   bool Ffn1MayWriteE4M3() const;
@@ -286,9 +291,6 @@ class CudaEncoderContext {
   void* d_xq_ffn_ = nullptr;
   bool xq_ffn_in_u_ = false;
   void* d_acc_ = nullptr;
-  // FFN chunk rows per prepared token bucket (PrepareQuant: the E4M3-output rows where FFN1
-  // writes E4M3 at them, else the FP16-output rows).
-  std::map<int, int> ffn_rows_;
   int acc_rows_ = 0;
   float* d_amax_ = nullptr;  // [layers][4] calibration maxima
   bool calibrating_ = false;

@@ -266,6 +266,24 @@ int CudaEncoder::FfnChunkRows(int Tb, bool e4m3_out) const {
   return most >= 64 ? std::min(most, (rows + 63) / 64 * 64) : rows;
 }
 
+std::vector<int> CudaEncoder::FfnCalls(int Tb, int C) {
+  std::vector<int> r{C};
+  if (Tb % C) r.push_back(Tb % C);
+  return r;
+}
+
+int CudaEncoder::FfnRows(int Tb) const {
+  const int C = FfnChunkRows(Tb);
+  if (!Ffn1MayWriteE4M3()) return C;
+  const int Ce = FfnChunkRows(Tb, true);
+  for (const auto& L : layers_) {
+    for (int m : FfnCalls(Tb, Ce)) {
+      if (!L.qff1 || !L.qff1->QuantisedOutput(m)) return C;
+    }
+  }
+  return Ce;
+}
+
 bool CudaEncoder::Ffn1MayWriteE4M3() const {
   // Per tensor only: cuBLASLt 13.1 refuses an E4M3 D with per-channel (outer-vector) scales, so
   // a per-channel encoder would prepare FFN1 at row counts it never runs.
@@ -333,8 +351,7 @@ std::vector<std::string> CudaEncoder::QuantPaths(int M) const {
   std::vector<std::string> r;
   if (layers_.empty() || !layers_[0].qqkv) return r;
   const Layer& L = layers_[0];
-  const int G = QkvGroups(M), Ce = FfnChunkRows(M, true);
-  const int C = Ffn1MayWriteE4M3() && L.qff1->QuantisedOutput(Ce) ? Ce : FfnChunkRows(M);
+  const int G = QkvGroups(M), C = FfnRows(M);
   const std::string rows = C < M ? " (rows in chunks of " + std::to_string(C) + ")" : "";
   if (G > 1) {
     r.push_back("qkv: " + std::to_string(G) + " head groups of " +
@@ -398,26 +415,16 @@ void CudaEncoderContext::PrepareQuant(int Tb) {
   };
   const int G = e.QkvGroups(Tb);
   // FFN chunk rows: FFN1 writing E4M3 takes a third of the bytes per row, so more rows per
-  // chunk fit the same buffer; only where cuBLASLt grants the E4M3 output at those row counts.
-  auto calls = [Tb](int C) {  // the FFN's row counts per call: chunks and the remainder
-    std::vector<int> r{C};
-    if (Tb % C) r.push_back(Tb % C);
-    return r;
-  };
-  int C = e.FfnChunkRows(Tb);
+  // chunk fit the same buffer; only where cuBLASLt grants the E4M3 output at those row counts,
+  // which preparing FFN1 at them decides (FfnRows reads the answer).
   if (e.Ffn1MayWriteE4M3()) {
-    const int Ce = e.FfnChunkRows(Tb, true);
-    bool all = true;
     for (auto& L : e.layers_) {
-      for (int m : calls(Ce)) {
+      for (int m : CudaEncoder::FfnCalls(Tb, e.FfnChunkRows(Tb, true))) {
         prepare(L.qff1.get(), m, false);
-        all = all && L.qff1->QuantisedOutput(m);
       }
     }
-    if (all) C = Ce;
   }
-  ffn_rows_[Tb] = C;
-  const std::vector<int> ffn_rows = calls(C);
+  const std::vector<int> ffn_rows = CudaEncoder::FfnCalls(Tb, e.FfnRows(Tb));
   for (auto& L : e.layers_) {
     if (G == 1) {
       prepare(L.qqkv.get(), Tb, false);
@@ -519,10 +526,7 @@ void CudaEncoderContext::EnqueueQuantLayer(int l, int Tb, int Sb, int Bb) {
     QuantizeActivations(dt, d_x_, TH, L.qff1->x_scale(), q, d_xq_, s);
   }
   // FFN in row chunks of C (one chunk when off): rows are independent, x += FFN(x) in place.
-  const auto fr = ffn_rows_.find(Tb);
-  if (fr == ffn_rows_.end()) throw Error("quantised encoder: bucket " + std::to_string(Tb) +
-                                         " enqueued before PrepareQuant", Code::kInternal);
-  const int C = fr->second;
+  const int C = e.FfnRows(Tb);
   for (int r0 = 0; r0 < Tb; r0 += C) {
     const int m = std::min(C, Tb - r0);
     const void* xin = static_cast<const char*>(d_xq_) + size_t(r0) * H;
