@@ -42,7 +42,7 @@ if [ "${1:-}" = "--pack" ]; then
   # cuda_backend_quant_test); the run below says so loudly when they are missing.
   optional=()
   for t in cuda_encoder_quant_test cuda_backend_quant_test cuda_fp8_per_tensor_test \
-           cuda_encoder_memory_test; do
+           cuda_encoder_memory_test hotline_lt_pdl_probe; do
     if [ -x "$cuda/$t" ]; then optional+=("$cuda/$t"); else echo "NOTE: $cuda/$t not built: not bundled"; fi
   done
   /work/shared/tools/device-bundle "$BUNDLE_DIR/cuda.tar.xz" \

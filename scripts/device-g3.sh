@@ -15,6 +15,7 @@
 # Here:  scripts/device-check.sh --pack build-cuda90
 # There: bash scripts/device-g3.sh [--no-tests] [--no-bench] [--no-a2] [--peers]
 #        VARIANTS=fp8,fp8_exact,... QUANT=fp8,int8 FP8_ALT_FLAGS="--fp8-fast-accum-max-k 0"
+#        A2_RUNS="fp8_default fp8_alt int8_default" (the default: all three)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE_DIR=${BUNDLE_DIR:-bundle-cuda}
@@ -77,10 +78,15 @@ if [ $a2 = 1 ]; then
       echo "A2 $name: build failed (logs.txt)" | tee -a $summary
     fi
   }
-  a2run fp8_default fp8
-  # shellcheck disable=SC2086
-  a2run fp8_alt fp8 $FP8_ALT_FLAGS
-  a2run int8_default int8
+  for run in ${A2_RUNS:-fp8_default fp8_alt int8_default}; do
+    case $run in
+      fp8_default) a2run fp8_default fp8 ;;
+      # shellcheck disable=SC2086
+      fp8_alt) a2run fp8_alt fp8 $FP8_ALT_FLAGS ;;
+      int8_default) a2run int8_default int8 ;;
+      *) echo "A2: unknown run $run" | tee -a $summary ;;
+    esac
+  done
 fi
 
 if [ $peers = 1 ]; then

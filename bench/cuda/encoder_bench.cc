@@ -634,10 +634,12 @@ int main(int argc, char** argv) {
       // fp8_fast1024: fast accumulation for K <= 1024 (FFN2 exact); fp8_perchannel: per-channel x
       // per-token scale vectors, exact (the default before 2026-12-02); fp8_unchunked: the
       // defaults without the memory tiling (FFN row chunks, QKV head groups); fp8_noqout: per
-      // channel, no fusions (LayerNorm / attention and their quantise passes apart).
+      // channel, no fusions (LayerNorm / attention and their quantise passes apart);
+      // fp8_search0: the defaults with KernelVariants::gemm_search 0 (the cuBLASLt heuristic's
+      // candidates only, the choice before 2026-12-02's session 7).
       std::vector<std::string> variants = {"fp8",           "fp8_exact",   "fp8_fast1024",
                                            "fp8_perchannel", "fp8_unchunked", "fp8_noqout",
-                                           "int8"};
+                                           "fp8_search0",   "int8"};
       for (const std::string& variant : variants) {
         const std::string qn = variant.substr(0, variant.find('_'));
         if (kind != "base" || quant.find(qn) == std::string::npos) continue;
@@ -666,7 +668,20 @@ int main(int argc, char** argv) {
             oq.quant_ffn_chunk_rows = 0;
             oq.quant_qkv_group_tokens = 0;
           }
-          R[label] = Measure(label, c, w, oq, rng, mixed, target_s, tq);
+          const hc::KernelVariants saved = hc::GetKernelVariants();
+          if (variant == "fp8_search0") {
+            hc::KernelVariants kv = saved;
+            kv.gemm_search = 0;
+            hc::SetKernelVariants(kv);
+          }
+          try {
+            R[label] = Measure(label, c, w, oq, rng, mixed, target_s, tq);
+          } catch (...) {
+            hc::SetKernelVariants(saved);
+            throw;
+          }
+          hc::SetKernelVariants(saved);
+          R[label]["gemm_search"] = variant == "fp8_search0" ? 0 : saved.gemm_search;
           R[label]["quant_chunk_rows"] = oq.quant_chunk_rows;
           if (eq == hc::EncoderQuant::kFp8) {
             R[label]["fp8_weight_scaling"] = hc::WeightScalingName(oq.fp8_weight_scaling);

@@ -18,14 +18,14 @@ const char* DTypeName(DType t) {
 }
 
 namespace {
-// The variants packed into one word (layernorm | attention << 8 | pdl << 16) so that every launch
-// reads them with one atomic load; the environment is parsed once.
+// The variants packed into one word (layernorm | attention << 8 | pdl << 16 | gemm_search << 24)
+// so that every launch reads them with one atomic load; the environment is parsed once.
 std::atomic<uint32_t> g_variants_word{0};
 std::once_flag g_variants_once;
 
 uint32_t Pack(const KernelVariants& v) {
   return uint32_t(v.layernorm & 0xff) | uint32_t(v.attention & 0xff) << 8 |
-         uint32_t(v.pdl & 0xff) << 16;
+         uint32_t(v.pdl & 0xff) << 16 | uint32_t(v.gemm_search & 0xff) << 24;
 }
 
 void InitVariants() {
@@ -45,6 +45,7 @@ void InitVariants() {
         if (k == "ln") v.layernorm = val;
         if (k == "attn") v.attention = val;
         if (k == "pdl") v.pdl = val;
+        if (k == "search") v.gemm_search = val;
       }
       pos = end + 1;
     }
@@ -60,6 +61,7 @@ KernelVariants GetKernelVariants() {
   v.layernorm = int(w & 0xff);
   v.attention = int(w >> 8 & 0xff);
   v.pdl = int(w >> 16 & 0xff);
+  v.gemm_search = int(w >> 24 & 0xff);
   return v;
 }
 

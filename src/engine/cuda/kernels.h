@@ -101,14 +101,21 @@ bool AttentionHasFastPath(DType dtype, int head_dim);
 //   pdl:       1 launches LayerNorm (variant 1), attention (variant 1) and our small GEMMs with
 //              programmatic dependent launch on sm_90+ (the next kernel is scheduled while the
 //              previous one finishes; each waits for its predecessor's completion before reading
-//              anything: griddepcontrol.wait first thing); 0 plain launches
+//              anything: griddepcontrol.wait first thing); 0 plain launches. cuBLASLt's
+//              kernels are never joined that way: they do not wait for a programmatic
+//              predecessor (bench/cuda/lt_pdl_probe.cu; PERF_NOTES session 7)
+//   gemm_search: 0 QuantGemm times the cuBLASLt heuristic's candidates only; 1 for GEMMs of at
+//              least 4,096 rows also the configurations around them (quant_gemm.cu WideSearch:
+//              tiles, kernel options, cluster shapes, swizzles), as a TensorRT tactic search
 struct KernelVariants {
   int layernorm = 1;
   int attention = 2;
   int pdl = 1;
+  int gemm_search = 1;
 };
 KernelVariants GetKernelVariants();
 void SetKernelVariants(const KernelVariants& v);
+
 
 // y[b] = x[cu_seqlens[b]] (the first token, [CLS], of each sequence), rows of `hidden`.
 // Sequences whose first row is not below `rows` (empty padding sequences) copy row rows-1.

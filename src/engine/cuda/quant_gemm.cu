@@ -10,6 +10,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.h"
@@ -96,6 +97,11 @@ std::map<std::string, TuneChoice>& TuneMap() {
   static std::map<std::string, TuneChoice> m;
   return m;
 }
+// Rows from which TryPrepare searches beyond the heuristic's candidates (KernelVariants::
+// gemm_search): long GEMMs, where a few percent pay for the search (about half a second per
+// GEMM shape and bucket on an H200).
+constexpr int kWideSearchRows = 4096;
+
 std::string TuneKey(QuantType q, DType out, GemmEpilogue e, int M, int N, int K, bool fused,
                     bool beta_one, bool q_out, WeightScaling sc, bool fast_accum) {
   int dev = 0;
@@ -104,7 +110,8 @@ std::string TuneKey(QuantType q, DType out, GemmEpilogue e, int M, int N, int K,
          GemmEpilogueName(e) + "|" + std::to_string(M) + "x" + std::to_string(N) + "x" +
          std::to_string(K) + (fused ? "|fused" : "|acc") + (beta_one ? "|res" : "") +
          (q_out ? "|e4m3 out" : "") + "|" + WeightScalingName(sc) +
-         (fast_accum ? "|fast accum" : "");
+         (fast_accum ? "|fast accum" : "") +
+         (fused && M >= kWideSearchRows && GetKernelVariants().gemm_search >= 1 ? "|wide" : "");
 }
 
 
@@ -303,6 +310,104 @@ size_t QuantGemm::weight_bytes() const {
          (x_scale_vec_ ? size_t(max_rows_) * 4 : 0) + (scalars_ ? 2 * kScalarStride * 4 : 0);
 }
 
+namespace {
+
+struct WideSearchResult {
+  cublasLtMatmulAlgo_t algo;
+  float ms = -1.f;
+  int timed = 0;
+};
+
+template <typename T>
+bool SetConfig(cublasLtMatmulAlgo_t* a, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
+  return cublasLtMatmulAlgoConfigSetAttribute(a, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
+}
+
+template <typename T>
+std::vector<T> CapList(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr) {
+  size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS ||
+      bytes == 0)
+    return {};
+  std::vector<T> v(bytes / sizeof(T));
+  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, v.data(), bytes, &bytes) !=
+      CUBLAS_STATUS_SUCCESS)
+    return {};
+  return v;
+}
+
+// QuantGemm::TryPrepare's search around the heuristic's timed candidates (`heuristic`: time,
+// algorithm). Stage 1: every tile of the best candidate's algorithm (its other settings kept);
+// stage 2: kernel options 0-7, every cluster shape and both swizzles on the three best tiles and
+// the heuristic's two best. Screened by TimeInGraph(4 launches, 1 replay); the four fastest
+// re-timed with (10, 3), as the heuristic's candidates are. At most kMaxTimed screenings.
+template <typename Prep, typename TimeFn>
+WideSearchResult WideSearch(LtWorkspace& ws, const Prep& p,
+                            std::vector<std::pair<float, cublasLtMatmulAlgo_t>> heuristic,
+                            const TimeFn& time_algo) {
+  constexpr int kMaxTimed = 480;
+  WideSearchResult r;
+  if (heuristic.empty()) return r;
+  auto by_time = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::sort(heuristic.begin(), heuristic.end(), by_time);
+  std::vector<std::pair<float, cublasLtMatmulAlgo_t>> screened;
+  auto accepted = [&](const cublasLtMatmulAlgo_t& a) {
+    cublasLtMatmulHeuristicResult_t h;
+    return cublasLtMatmulAlgoCheck(ws.handle(), p.desc, p.a, p.b, p.c, p.d, &a, &h) ==
+               CUBLAS_STATUS_SUCCESS &&
+           h.workspaceSize <= ws.workspace_bytes();
+  };
+  auto screen = [&](const cublasLtMatmulAlgo_t& a) {
+    if (r.timed >= kMaxTimed || !accepted(a)) return -1.f;
+    ++r.timed;
+    const float ms = time_algo(a, 4, 1);
+    if (ms > 0) screened.push_back({ms, a});
+    return ms;
+  };
+  // Stage 1: the tiles.
+  const cublasLtMatmulAlgo_t seed = heuristic.front().second;
+  std::vector<std::pair<float, cublasLtMatmulAlgo_t>> tiles;
+  for (int tile : CapList<int>(seed, CUBLASLT_ALGO_CAP_TILE_IDS)) {
+    cublasLtMatmulAlgo_t a = seed;
+    if (!SetConfig(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, uint32_t(tile))) continue;
+    const float ms = screen(a);
+    if (ms > 0) tiles.push_back({ms, a});
+  }
+  std::sort(tiles.begin(), tiles.end(), by_time);
+  std::vector<cublasLtMatmulAlgo_t> seeds;
+  for (size_t i = 0; i < tiles.size() && i < 3; ++i) seeds.push_back(tiles[i].second);
+  for (size_t i = 0; i < heuristic.size() && i < 2; ++i) seeds.push_back(heuristic[i].second);
+  // Stage 2: options, cluster shapes, swizzles.
+  for (const cublasLtMatmulAlgo_t& s : seeds) {
+    int custom_max = 0, swizzle = 0;
+    size_t w = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&s, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max,
+                                      sizeof(custom_max), &w);
+    cublasLtMatmulAlgoCapGetAttribute(&s, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle,
+                                      sizeof(swizzle), &w);
+    for (int custom = 0; custom <= std::min(custom_max, 7); ++custom)
+      for (int cl = 0; cl < int(CUBLASLT_CLUSTER_SHAPE_END); ++cl)
+        for (int sw = 0; sw <= (swizzle ? 1 : 0); ++sw) {
+          cublasLtMatmulAlgo_t a = s;
+          if (SetConfig(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, uint32_t(custom)) &&
+              SetConfig(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t(cl)) &&
+              SetConfig(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t(sw)))
+            screen(a);
+        }
+  }
+  std::sort(screened.begin(), screened.end(), by_time);
+  for (size_t i = 0; i < screened.size() && i < 4; ++i) {
+    const float ms = time_algo(screened[i].second, 10, 3);
+    if (ms > 0 && (r.ms < 0 || ms < r.ms)) {
+      r.ms = ms;
+      r.algo = screened[i].second;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
 bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws,
                            Prepared* p, std::string* why) {
   const bool int8 = q_ == QuantType::kInt8;
@@ -418,6 +523,7 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
           if (cudaDeviceSynchronize() == cudaSuccess) {
             float best = -1.f;
             const auto keep = p->algo;
+            std::vector<std::pair<float, cublasLtMatmulAlgo_t>> heuristic;  // timed, ran
             cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;  // the first failing launch's
             for (int i = 0; i < n; ++i) {
               const float ms = TimeInGraph([&](cudaStream_t st) {
@@ -434,13 +540,40 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                   run_status = rs;
                 return rs == CUBLAS_STATUS_SUCCESS;
               }, 10, 3);
-              if (ms > 0) ++p->candidates;
+              if (ms > 0) {
+                ++p->candidates;
+                heuristic.push_back({ms, res[i].algo});
+              }
               if (ms > 0 && (best < 0 || ms < best)) {
                 best = ms;
                 p->algo = res[i].algo;
               }
             }
             p->ms = best;
+            if (best > 0 && fused && M >= kWideSearchRows && GetKernelVariants().gemm_search >= 1) {
+              // The heuristic offers a handful of configurations; its best is often not the
+              // fastest for our shapes (BERT-base at 8,192 rows on the H200: 2-6% per GEMM,
+              // lt_pdl_probe.cu's enumeration). Search around it, as a TensorRT tactic search
+              // does: every tile of its algorithm, then each of the best tiles' (and the
+              // heuristic's two best's) kernel options, cluster shapes and swizzles; each
+              // configuration cuBLASLt accepts for this problem is screened by a short graph
+              // timing and the best few re-timed as the heuristic's were.
+              const float fa = 1.f, fb = beta_one ? 1.f : 0.f;
+              auto time_algo = [&](const cublasLtMatmulAlgo_t& a, int iters, int reps) {
+                return TimeInGraph([&](cudaStream_t st) {
+                  return cublasLtMatmul(ws.handle(), p->desc, &fa, w_, p->a, xq, p->b, &fb,
+                                        q_out ? xq : yb, p->c, yb, p->d, &a, ws.workspace(),
+                                        ws.workspace_bytes(), st) == CUBLAS_STATUS_SUCCESS;
+                }, iters, reps);
+              };
+              const WideSearchResult w = WideSearch(ws, *p, heuristic, time_algo);
+              p->candidates += w.timed;
+              if (w.ms > 0 && w.ms < best) {
+                best = w.ms;
+                p->ms = w.ms;
+                p->algo = w.algo;
+              }
+            }
             if (best < 0) {
               stage = "every offered algorithm failed to run";
               ok(run_status);  // cuBLASLt's answer to the launch, if it refused one (else a

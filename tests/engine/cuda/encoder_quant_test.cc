@@ -138,8 +138,11 @@ TEST(CudaQuantEncoder, Fp8AndInt8MatchFp32WithinQuantisationError) {
                 v.name, ei, es, qi, qs, si, ss, ia, sa, int(full.slots.size()));
     EXPECT_LE(ei, fp8 ? 0.15 : 0.06);
     EXPECT_LE(es, fp8 ? 0.15 : 0.06);
-    EXPECT_LE(si, fp8 ? 0.08 : 0.04);
-    EXPECT_LE(ss, fp8 ? 0.08 : 0.04);
+    // INT8 against its simulation: 0.035-0.041 over six H200 runs of fresh seeds (2026-12-02;
+    // FP16 intermediates flip rare int8 codes the FP32 simulation rounds the other way), so
+    // 0.05; a wrong scale or layout gives errors near 1.
+    EXPECT_LE(si, fp8 ? 0.08 : 0.05);
+    EXPECT_LE(ss, fp8 ? 0.08 : 0.05);
     // Random weights leave near-tie intents that FP8's rounding flips as often in the exact
     // simulation of the same quantisation as in the encoder (2026-12-02, one seed: FP8 3/6 and
     // the simulation as far from FP32): agreement within one of the simulation's, and 4 of 6
