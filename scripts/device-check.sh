@@ -21,7 +21,7 @@
 # Here (the machine with nvcc, no GPU):
 #   cmake --build build-X --target hotline cuda_kernels_test cuda_encoder_test cuda_backend_test \
 #         cuda_encoder_quant_test cuda_backend_quant_test cuda_fp8_per_tensor_test \
-#         cuda_encoder_memory_test hotline_cuda_bench
+#         cuda_encoder_memory_test hotline_cuda_bench hotline_lt_pdl_probe
 #   scripts/device-check.sh --pack build-X        # -> bundle-cuda/ (git-ignored)
 # There (through the device tool, carrying bundle-cuda):
 #   bash scripts/device-check.sh [--no-tests] [--no-bench] [--no-peers] [--no-s2] [--no-parity]
@@ -38,8 +38,9 @@ if [ "${1:-}" = "--pack" ]; then
   build=${2:-build-cuda}
   mkdir -p "$BUNDLE_DIR/peers"
   cuda=$build/src/engine/cuda
-  # The quantised-encoder tests are bundled when built (targets cuda_encoder_quant_test,
-  # cuda_backend_quant_test); the run below says so loudly when they are missing.
+  # The quantised-encoder tests and hotline_lt_pdl_probe (run by hand) are bundled when built
+  # (targets cuda_encoder_quant_test, cuda_backend_quant_test, ...); the run below says so loudly
+  # when they are missing.
   optional=()
   for t in cuda_encoder_quant_test cuda_backend_quant_test cuda_fp8_per_tensor_test \
            cuda_encoder_memory_test hotline_lt_pdl_probe; do

@@ -681,9 +681,9 @@ int main(int argc, char** argv) {
             throw;
           }
           hc::SetKernelVariants(saved);
-          R[label]["gemm_search"] = variant == "fp8_search0" ? 0 : saved.gemm_search;
           R[label]["quant_chunk_rows"] = oq.quant_chunk_rows;
           if (eq == hc::EncoderQuant::kFp8) {
+            R[label]["gemm_search"] = variant == "fp8_search0" ? 0 : saved.gemm_search;
             R[label]["fp8_weight_scaling"] = hc::WeightScalingName(oq.fp8_weight_scaling);
             R[label]["fp8_fast_accum_max_k"] = oq.fp8_fast_accum_max_k;
           }

@@ -86,6 +86,7 @@ __global__ void LayerNormQuantKernel(T* __restrict__ x, int rows, int H,
 // compile-time constant in the unrolled loops: a register select, no local memory).
 template <typename T>
 __device__ __forceinline__ float ElemF(const int4& v, int e) {
+  static_assert(sizeof(T) == 4 || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>);
   if constexpr (sizeof(T) == 4) {
     return __int_as_float(e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w);
   } else {
@@ -113,6 +114,7 @@ __global__ void __launch_bounds__(256)
                              const float* __restrict__ beta, float eps, float x_scale,
                              uint8_t* __restrict__ q) {
   constexpr int E = 16 / sizeof(T);
+  static_assert(E % 4 == 0, "whole float4s of gamma and beta per vector");
   using QVec = std::conditional_t<E == 8, uint64_t, uint32_t>;
   PdlWaitThenTrigger();
   const int row = int((blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5);
@@ -158,7 +160,7 @@ __global__ void __launch_bounds__(256)
       const float4 b = *reinterpret_cast<const float4*>(beta + idx * E + e);
       const float gs[4] = {g.x, g.y, g.z, g.w}, bs[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-      for (int k = 0; k < 4 && e + k < E; ++k) {
+      for (int k = 0; k < 4; ++k) {
         o[e + k] = FromF<T>((ElemF<T>(raw[i], e + k) - mean) * r * gs[k] + bs[k]);
         qv |= QVec(Quantize8<kFp8>(ToF(o[e + k]) / x_scale)) << (8 * (e + k));
       }

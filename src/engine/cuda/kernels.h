@@ -88,7 +88,7 @@ bool AttentionHasFastPath(DType dtype, int head_dim);
 // dtype's tolerance and is tested against the CPU reference; they exist so one device run can
 // compare them. Defaults: variant 1 and PDL (they passed every kernel, encoder and parity test on
 // the H200 on 2026-12-01 and run BERT-base 1.3x faster at 128 x 64); the environment variable
-// HOTLINE_CUDA_KERNELS ("ln=0,attn=0,pdl=0") overrides them at the first call. Reading them is
+// HOTLINE_CUDA_KERNELS ("ln=0,attn=0,pdl=0,search=0") overrides them at the first call. Reading them is
 // lock-free (one atomic load per launch).
 //   layernorm: 0 block per row through shared memory; 1 warp per row, 16-byte vectors, values in
 //              registers (hidden <= 1024 and a multiple of the vector width; else 0)
@@ -104,9 +104,13 @@ bool AttentionHasFastPath(DType dtype, int head_dim);
 //              anything: griddepcontrol.wait first thing); 0 plain launches. cuBLASLt's
 //              kernels are never joined that way: they do not wait for a programmatic
 //              predecessor (bench/cuda/lt_pdl_probe.cu; PERF_NOTES session 7)
-//   gemm_search: 0 QuantGemm times the cuBLASLt heuristic's candidates only; 1 for GEMMs of at
-//              least 4,096 rows also the configurations around them (quant_gemm.cu WideSearch:
-//              tiles, kernel options, cluster shapes, swizzles), as a TensorRT tactic search
+//   gemm_search: 0 QuantGemm times the cuBLASLt heuristic's candidates only; 1 for fused FP8
+//              GEMMs of at least 4,096 rows also the configurations around them, as a TensorRT
+//              tactic search (quant_gemm.cu WideSearch: every tile of the heuristic's best
+//              algorithm, then kernel options x cluster shapes x swizzles on the best three tiles
+//              and the heuristic's best two; at most 480 screened, about 0.5 s per GEMM shape and
+//              row count). Read when a QuantGemm prepares a row count, not per launch: prepared
+//              GEMMs keep their choice (per process; not in the timing cache file). Never INT8.
 struct KernelVariants {
   int layernorm = 1;
   int attention = 2;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -103,15 +104,16 @@ std::map<std::string, TuneChoice>& TuneMap() {
 constexpr int kWideSearchRows = 4096;
 
 std::string TuneKey(QuantType q, DType out, GemmEpilogue e, int M, int N, int K, bool fused,
-                    bool beta_one, bool q_out, WeightScaling sc, bool fast_accum) {
+                    bool beta_one, bool q_out, WeightScaling sc, bool fast_accum, bool wide,
+                    size_t workspace_bytes) {
   int dev = 0;
   cudaGetDevice(&dev);
   return std::to_string(dev) + "|" + QuantTypeName(q) + "|" + DTypeName(out) + "|" +
          GemmEpilogueName(e) + "|" + std::to_string(M) + "x" + std::to_string(N) + "x" +
          std::to_string(K) + (fused ? "|fused" : "|acc") + (beta_one ? "|res" : "") +
          (q_out ? "|e4m3 out" : "") + "|" + WeightScalingName(sc) +
-         (fast_accum ? "|fast accum" : "") +
-         (fused && M >= kWideSearchRows && GetKernelVariants().gemm_search >= 1 ? "|wide" : "");
+         (fast_accum ? "|fast accum" : "") + (wide ? "|wide" : "") + "|ws" +
+         std::to_string(workspace_bytes);  // the candidates depend on the workspace allowed
 }
 
 
@@ -351,6 +353,10 @@ WideSearchResult WideSearch(LtWorkspace& ws, const Prep& p,
   auto by_time = [](const auto& a, const auto& b) { return a.first < b.first; };
   std::sort(heuristic.begin(), heuristic.end(), by_time);
   std::vector<std::pair<float, cublasLtMatmulAlgo_t>> screened;
+  std::vector<cublasLtMatmulAlgo_t> seen;  // each configuration screened once
+  auto same = [](const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) {
+    return std::memcmp(&a, &b, sizeof(a)) == 0;
+  };
   auto accepted = [&](const cublasLtMatmulAlgo_t& a) {
     cublasLtMatmulHeuristicResult_t h;
     return cublasLtMatmulAlgoCheck(ws.handle(), p.desc, p.a, p.b, p.c, p.d, &a, &h) ==
@@ -358,6 +364,9 @@ WideSearchResult WideSearch(LtWorkspace& ws, const Prep& p,
            h.workspaceSize <= ws.workspace_bytes();
   };
   auto screen = [&](const cublasLtMatmulAlgo_t& a) {
+    for (const auto& b : seen)
+      if (same(a, b)) return -1.f;
+    seen.push_back(a);
     if (r.timed >= kMaxTimed || !accepted(a)) return -1.f;
     ++r.timed;
     const float ms = time_algo(a, 4, 1);
@@ -375,8 +384,13 @@ WideSearchResult WideSearch(LtWorkspace& ws, const Prep& p,
   }
   std::sort(tiles.begin(), tiles.end(), by_time);
   std::vector<cublasLtMatmulAlgo_t> seeds;
-  for (size_t i = 0; i < tiles.size() && i < 3; ++i) seeds.push_back(tiles[i].second);
-  for (size_t i = 0; i < heuristic.size() && i < 2; ++i) seeds.push_back(heuristic[i].second);
+  auto add_seed = [&](const cublasLtMatmulAlgo_t& a) {
+    for (const auto& b : seeds)
+      if (same(a, b)) return;
+    seeds.push_back(a);
+  };
+  for (size_t i = 0; i < tiles.size() && i < 3; ++i) add_seed(tiles[i].second);
+  for (size_t i = 0; i < heuristic.size() && i < 2; ++i) add_seed(heuristic[i].second);
   // Stage 2: options, cluster shapes, swizzles.
   for (const cublasLtMatmulAlgo_t& s : seeds) {
     int custom_max = 0, swizzle = 0;
@@ -495,9 +509,12 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
              n > 0;
       cublasLtMatmulPreferenceDestroy(pref);
       if (good) p->algo = res[0].algo;
+      // The wide search (KernelVariants::gemm_search), read once: the key and the search agree.
+      const bool wide = fused && !int8 && M >= kWideSearchRows &&
+                        GetKernelVariants().gemm_search >= 1;
       // Same problem timed before (e.g. the same GEMM in another layer): reuse its choice.
       const std::string key = TuneKey(q_, out_, epilogue_, M, N_, K_, fused, beta_one, q_out,
-                                      scaling_, fast_accum_);
+                                      scaling_, fast_accum_, wide, ws.workspace_bytes());
       bool cached = false;
       if (good) {
         std::lock_guard<std::mutex> lock(TuneMutex());
@@ -516,6 +533,24 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
         // instead of Run failing later.
         const size_t out_es = fused ? DTypeSize(out_) : 4;
         void *xq = nullptr, *yb = nullptr;
+        struct FreeOnExit {  // also when a timing throws
+          void** a;
+          void** b;
+          ~FreeOnExit() {
+            cudaFree(*a);  // null is a no-op
+            cudaFree(*b);
+          }
+        } free_on_exit{&xq, &yb};
+        // One launch as Run makes it (C: for an E4M3 D, not D itself; see Run).
+        auto launch = [&](const cublasLtMatmulAlgo_t& algo, cudaStream_t st) {
+          const float fa = 1.f, fb = beta_one ? 1.f : 0.f;
+          const int32_t ia = 1, ib = 0;
+          const void* alpha = int8 ? static_cast<const void*>(&ia) : &fa;
+          const void* beta = int8 ? static_cast<const void*>(&ib) : &fb;
+          return cublasLtMatmul(ws.handle(), p->desc, alpha, w_, p->a, xq, p->b, beta,
+                                q_out ? xq : yb, p->c, yb, p->d, &algo, ws.workspace(),
+                                ws.workspace_bytes(), st);
+        };
         if (cudaMalloc(&xq, size_t(M) * K_) == cudaSuccess &&
             cudaMalloc(&yb, size_t(M) * N_ * out_es) == cudaSuccess) {
           FillRandom(DType::kF16, xq, int64_t(M) * K_ / 2, 0x51u, 1.f, nullptr);
@@ -527,15 +562,7 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
             cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;  // the first failing launch's
             for (int i = 0; i < n; ++i) {
               const float ms = TimeInGraph([&](cudaStream_t st) {
-                const float fa = 1.f, fb = beta_one ? 1.f : 0.f;
-                const int32_t ia = 1, ib = 0;
-                const void* alpha = int8 ? static_cast<const void*>(&ia) : &fa;
-                const void* beta = int8 ? static_cast<const void*>(&ib) : &fb;
-                // C as Run passes it: for an E4M3 D, not D itself (see Run).
-                const cublasStatus_t rs =
-                    cublasLtMatmul(ws.handle(), p->desc, alpha, w_, p->a, xq, p->b, beta,
-                                   q_out ? xq : yb, p->c, yb, p->d, &res[i].algo, ws.workspace(),
-                                   ws.workspace_bytes(), st);
+                const cublasStatus_t rs = launch(res[i].algo, st);
                 if (rs != CUBLAS_STATUS_SUCCESS && run_status == CUBLAS_STATUS_SUCCESS)
                   run_status = rs;
                 return rs == CUBLAS_STATUS_SUCCESS;
@@ -550,21 +577,18 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
               }
             }
             p->ms = best;
-            if (best > 0 && fused && M >= kWideSearchRows && GetKernelVariants().gemm_search >= 1) {
+            if (best > 0 && wide) {
               // The heuristic offers a handful of configurations; its best is often not the
-              // fastest for our shapes (BERT-base at 8,192 rows on the H200: 2-6% per GEMM,
+              // fastest for our shapes (BERT-base at 8,192 rows on the H200: 1.6-6% per GEMM,
               // lt_pdl_probe.cu's enumeration). Search around it, as a TensorRT tactic search
               // does: every tile of its algorithm, then each of the best tiles' (and the
               // heuristic's two best's) kernel options, cluster shapes and swizzles; each
               // configuration cuBLASLt accepts for this problem is screened by a short graph
               // timing and the best few re-timed as the heuristic's were.
-              const float fa = 1.f, fb = beta_one ? 1.f : 0.f;
               auto time_algo = [&](const cublasLtMatmulAlgo_t& a, int iters, int reps) {
-                return TimeInGraph([&](cudaStream_t st) {
-                  return cublasLtMatmul(ws.handle(), p->desc, &fa, w_, p->a, xq, p->b, &fb,
-                                        q_out ? xq : yb, p->c, yb, p->d, &a, ws.workspace(),
-                                        ws.workspace_bytes(), st) == CUBLAS_STATUS_SUCCESS;
-                }, iters, reps);
+                return TimeInGraph(
+                    [&](cudaStream_t st) { return launch(a, st) == CUBLAS_STATUS_SUCCESS; },
+                    iters, reps);
               };
               const WideSearchResult w = WideSearch(ws, *p, heuristic, time_algo);
               p->candidates += w.timed;
@@ -583,8 +607,6 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
             }
           }
         }
-        cudaFree(xq);
-        cudaFree(yb);
         cudaGetLastError();
         if (good) {
           std::lock_guard<std::mutex> lock(TuneMutex());

@@ -75,7 +75,11 @@ class QuantGemm {
   QuantGemm(const QuantGemm&) = delete;
   QuantGemm& operator=(const QuantGemm&) = delete;
 
-  // Chooses the path and algorithm for M rows (outside graph capture; may allocate).
+  // Chooses the path and algorithm for M rows (outside graph capture; may allocate). Times the
+  // cuBLASLt heuristic's candidates; fused FP8 GEMMs of 4,096 rows or more also up to 480
+  // configurations around them (KernelVariants::gemm_search; about 0.5 s). Choices are kept per
+  // process for the same problem. On the fused path the residual is timed in place (C = D), as
+  // the encoders run it.
   void Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t stream);
   // y[M, N] (+)= ... from quantised activations xq [M, K]. `acc` is a scratch of at least
   // AccBytes(M) bytes (may be null when AccBytes(M) == 0), private to this stream. residual
@@ -113,8 +117,8 @@ class QuantGemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo;
-    float ms = -1.f;  // timed device time of the chosen algorithm (-1: taken from the cache)
-    int candidates = 0;
+    float ms = -1.f;  // timed device time of the chosen algorithm (-1: not timed)
+    int candidates = 0;  // configurations timed (the heuristic's and the wide search's)
     std::string refused;  // why a preferred (fused) path was refused before this one, if so
   };
   // On refusal, appends why (the step and cuBLASLt's status) to *why.

@@ -13,6 +13,7 @@
 //      - the weight scale equals max |W| / 448 (hand formula) for every column;
 //      - on sm_90 the path is cuBLASLt's per-tensor FP8 GEMM ("per-tensor scales"), with the
 //        residual (beta = 1) in cuBLASLt too (whether it also takes the E4M3 output is printed).
+//      Also at 4,096 rows, where QuantGemm's wide search chooses the configuration.
 //   2. AttentionQuant against Attention followed by QuantizeActivations: every byte equal (at most
 //      0.1% of bytes one E4M3/INT8 step apart, none further), FP16/BF16, head sizes 32/64/128,
 //      batch 1 (16-query blocks) and larger batches, FP8 and INT8; FP32 is refused.
@@ -65,9 +66,9 @@ std::vector<float> RefGemm(const std::vector<float>& x, const std::vector<float>
                            const std::vector<float>& b, const std::vector<float>* r, int M, int K,
                            int N, GemmEpilogue epi) {
   std::vector<float> y(size_t(M) * N);
-  std::vector<double> acc(N);
+#pragma omp parallel for schedule(static)
   for (int m = 0; m < M; ++m) {
-    std::fill(acc.begin(), acc.end(), 0.0);
+    std::vector<double> acc(N, 0.0);
     for (int k = 0; k < K; ++k) {
       const double xv = x[size_t(m) * K + k];
       const float* wr = &w[size_t(k) * N];
@@ -101,6 +102,13 @@ TEST(CudaFp8PerTensor, GemmMatchesDequantisedAndFp32References) {
       {128, 768, 3072, GemmEpilogue::kBiasGeluTanh, false, DType::kF16, true, "ffn1 gelu e4m3 out"},
       {64, 3072, 768, GemmEpilogue::kBias, true, DType::kF16, false, "ffn2+residual fp16 M=64"},
       {96, 512, 256, GemmEpilogue::kBias, true, DType::kBF16, false, "bf16 out+residual"},
+      // 4,096 rows: the wide search (KernelVariants::gemm_search, on by default) picks among
+      // tiles, kernel options, cluster shapes and swizzles the heuristic never offered; its
+      // choice must compute the same GEMM ("of N" in the path: N configurations timed).
+      {4096, 768, 2304, GemmEpilogue::kBias, false, DType::kF16, false, "qkv-like fp16 M=4096"},
+      {4096, 768, 768, GemmEpilogue::kBias, true, DType::kF16, false, "out+residual M=4096"},
+      {4096, 768, 3072, GemmEpilogue::kBiasGeluTanh, false, DType::kF16, true,
+       "ffn1 gelu e4m3 out M=4096"},
   };
   LtWorkspace ws;
   for (const GemmCase& gc : cases) {
@@ -392,7 +400,7 @@ TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
                 Agree(fa.intent, o16.intent), B, ei, es);
     EXPECT_LE(fi, 1.3 * ref::RelErr(pt.intent_logits, o16.intent_logits) + 0.01);
     EXPECT_LE(fs, 1.3 * ref::RelErr(pt.slot_logits, o16.slot_logits) + 0.01);
-    EXPECT_GE(Agree(fa.intent, o16.intent), Agree(pt.intent, o16.intent) - 6);
+    EXPECT_GE(Agree(fa.intent, o16.intent), Agree(pt.intent, o16.intent) - 3);
   }
   EXPECT_LE(ei, 0.15);
   EXPECT_LE(es, 0.15);

@@ -27,10 +27,9 @@ std::string Name(DType t) { return DTypeName(t); }
 class VariantScope {
  public:
   explicit VariantScope(int layernorm, int attention) : saved_(GetKernelVariants()) {
-    KernelVariants v;
+    KernelVariants v = saved_;  // pdl and gemm_search as they were
     v.layernorm = layernorm;
     v.attention = attention;
-    v.pdl = saved_.pdl;
     SetKernelVariants(v);
   }
   ~VariantScope() { SetKernelVariants(saved_); }
