@@ -304,14 +304,6 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
     add(name + " [" + gm.ChoiceFor(Tb, res != nullptr) + "]", bytes, 2 * tok * K * N,
         [&, in, out, res](cudaStream_t s) { gm.Run(in, Tb, out, res, ws, s); });
   };
-  const hc::KernelVariants saved = hc::GetKernelVariants();
-  auto with = [&](int lnv, int attv, int pdl = -1) {
-    hc::KernelVariants v = saved;
-    v.layernorm = lnv;
-    v.attention = attv;
-    if (pdl >= 0) v.pdl = pdl;
-    hc::SetKernelVariants(v);
-  };
   add("embed+ln", act + tok * H * es, 0, [&](cudaStream_t s) {
     hc::EmbeddingLayerNorm(dt, ids.as<int32_t>(), nullptr, dcu.as<int32_t>(), B, Tb, word.p,
                            c.vocab, pos.p, c.max_pos, type.p, 2, g, be, c.eps, H, x.p, s);
@@ -320,25 +312,24 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
   double att_flops = 0;
   for (int L : lens) att_flops += 4.0 * L * L * D * nh;
   for (int v : {0, 1, 2}) {
-    with(saved.layernorm, v);
+    hc::ScopedKernelVariants scope(-1, v);
     add("attention v" + std::to_string(v), 4 * act, att_flops, [&](cudaStream_t s) {
       hc::Attention(dt, qkv, dcu.as<int32_t>(), B, Sb, nh, D, scale, ctxp, s);
     });
   }
   gemm_row("out+res", go, ctxp, x.p, x.p);
   for (int v : {0, 1}) {
-    with(v, saved.attention);
+    hc::ScopedKernelVariants scope(v);
     add("layernorm v" + std::to_string(v), 2 * act, 0, [&](cudaStream_t s) {
       hc::LayerNorm(dt, x.p, nullptr, nullptr, g, be, c.eps, Tb, H, x.p, s);
     });
   }
-  hc::SetKernelVariants(saved);
   gemm_row("ffn1+gelu", g1, x.p, u.p, nullptr);
   gemm_row("ffn2+res", g2, u.p, x.p, x.p);
   // The whole layer sequence, `layers` times (the encoder body without embeddings and heads).
   const double layer_flops = 2 * tok * (double(H) * 3 * H + double(H) * H + 2.0 * H * I);
   for (int v : {0, 1, 2}) {  // old kernels; new without PDL; new with PDL
-    with(v >= 1, v >= 1, v == 2);
+    hc::ScopedKernelVariants scope(v >= 1, v >= 1, v == 2);
     add("layers x" + std::to_string(c.layers) + (v == 0 ? " v0" : v == 1 ? " v1 nopdl" : " v1 pdl"),
         double(c.layers) * ((4.0 * H * H + 2.0 * H * I) * es), c.layers * (layer_flops + att_flops),
         [&](cudaStream_t s) {
@@ -353,7 +344,6 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
           }
         });
   }
-  hc::SetKernelVariants(saved);
   // INT8 / FP8 GEMMs of the layer (for G3): activation quantisation and the GEMM with its
   // dequantising epilogue, timed separately; "layer gemms" is the four together.
   // FP8 per channel (OUTER_VEC_32F scale vectors) and per tensor (scalar scales: the plain FP8
@@ -668,22 +658,15 @@ int main(int argc, char** argv) {
             oq.quant_ffn_chunk_rows = 0;
             oq.quant_qkv_group_tokens = 0;
           }
-          const hc::KernelVariants saved = hc::GetKernelVariants();
-          if (variant == "fp8_search0") {
-            hc::KernelVariants kv = saved;
-            kv.gemm_search = 0;
-            hc::SetKernelVariants(kv);
-          }
-          try {
+          int search = 0;  // the FP8 GEMMs' search level the row ran with (INT8 never searches)
+          {
+            hc::ScopedKernelVariants scope(-1, -1, -1, variant == "fp8_search0" ? 0 : -1);
+            search = hc::GetKernelVariants().gemm_search;
             R[label] = Measure(label, c, w, oq, rng, mixed, target_s, tq);
-          } catch (...) {
-            hc::SetKernelVariants(saved);
-            throw;
           }
-          hc::SetKernelVariants(saved);
           R[label]["quant_chunk_rows"] = oq.quant_chunk_rows;
           if (eq == hc::EncoderQuant::kFp8) {
-            R[label]["gemm_search"] = variant == "fp8_search0" ? 0 : saved.gemm_search;
+            R[label]["gemm_search"] = search;
             R[label]["fp8_weight_scaling"] = hc::WeightScalingName(oq.fp8_weight_scaling);
             R[label]["fp8_fast_accum_max_k"] = oq.fp8_fast_accum_max_k;
           }

@@ -33,22 +33,9 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
-#define LK(x)                                                                        \
-  do {                                                                               \
-    cublasStatus_t s_ = (x);                                                         \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                               \
-      std::fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, int(s_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#include "base/error.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/gemm.h"
 
 namespace {
 
@@ -83,7 +70,7 @@ __global__ void DelayedFill(uint8_t* p, size_t n, uint32_t seed, long long spin)
 struct Shape {
   const char* name;
   int N, K;
-  bool residual;  // beta 1, C = the FP16 residual
+  bool residual;   // beta 1, C = the FP16 residual
   bool e4m3_gelu;  // D in E4M3, GELU + bias epilogue, D scale
 };
 
@@ -108,51 +95,57 @@ const size_t kWs = 32u << 20;
 
 void Setup(Gemm& g, int cands) {
   const Shape& s = g.sh;
-  LK(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   float* as = g_scales;
   float* bs = g_scales + kStride;
   float* ds = g_scales + 2 * kStride;
-  LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &as, sizeof(as)));
-  LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bs, sizeof(bs)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &as,
+                                              sizeof(as)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bs,
+                                              sizeof(bs)));
   const int8_t fa = 1;
-  LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fa, sizeof(fa)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fa, sizeof(fa)));
   const int32_t bias_t = CUDA_R_16F;
   if (s.e4m3_gelu) {
-    LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &ds,
-                                      sizeof(ds)));
-    LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t,
-                                      sizeof(bias_t)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &ds,
+                                                sizeof(ds)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                &bias_t, sizeof(bias_t)));
   }
   const cublasLtEpilogue_t epi = s.e4m3_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-  CK(cudaMalloc(&g.bias, size_t(s.N) * 2));
-  CK(cudaMemset(g.bias, 0, size_t(s.N) * 2));
-  LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
-                                    sizeof(g.bias)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  CUDA_CHECK(cudaMalloc(&g.bias, size_t(s.N) * 2));
+  CUDA_CHECK(cudaMemset(g.bias, 0, size_t(s.N) * 2));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                              sizeof(g.bias)));
   const cudaDataType_t dt = s.e4m3_gelu ? CUDA_R_8F_E4M3 : CUDA_R_16F;
-  LK(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_8F_E4M3, s.K, s.N, s.K));
-  LK(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_8F_E4M3, s.K, g.M, s.K));
-  LK(cublasLtMatrixLayoutCreate(&g.c, CUDA_R_16F, s.N, g.M, s.N));
-  LK(cublasLtMatrixLayoutCreate(&g.d, dt, s.N, g.M, s.N));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_8F_E4M3, s.K, s.N, s.K));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_8F_E4M3, s.K, g.M, s.K));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g.c, CUDA_R_16F, s.N, g.M, s.N));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g.d, dt, s.N, g.M, s.N));
   cublasLtMatmulPreference_t pref;
-  LK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   size_t wsb = kWs;
-  LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                          sizeof(wsb)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &wsb, sizeof(wsb)));
   g.algos.resize(cands);
   int n = 0;
-  LK(cublasLtMatmulAlgoGetHeuristic(g_lt, g.desc, g.a, g.b, g.c, g.d, pref, cands, g.algos.data(),
-                                    &n));
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g_lt, g.desc, g.a, g.b, g.c, g.d, pref, cands,
+                                              g.algos.data(), &n));
   g.algos.resize(n);
   cublasLtMatmulPreferenceDestroy(pref);
-  CK(cudaMalloc(&g.w, size_t(s.N) * s.K));
-  CK(cudaMalloc(&g.x, size_t(g.M) * s.K));
-  CK(cudaMalloc(&g.y, size_t(g.M) * s.N * 2));
+  CUDA_CHECK(cudaMalloc(&g.w, size_t(s.N) * s.K));
+  CUDA_CHECK(cudaMalloc(&g.x, size_t(g.M) * s.K));
+  CUDA_CHECK(cudaMalloc(&g.y, size_t(g.M) * s.N * 2));
   FillCodes<<<1024, 256>>>(g.w, size_t(s.N) * s.K, 7);
-  CK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 cublasStatus_t Matmul(const Gemm& g, const cublasLtMatmulAlgo_t* algo, cudaStream_t st) {
@@ -192,13 +185,13 @@ std::string WaitProbe(Gemm& g, int i, cudaStream_t st, long long spin) {
   const size_t xn = size_t(g.M) * g.sh.K, yb = OutBytes(g);
   // The reference: input written, then the GEMM, stream-ordered.
   FillCodes<<<1024, 256, 0, st>>>(g.x, xn, 11);
-  CK(cudaMemsetAsync(g.y, 0, yb, st));  // the residual (in place) starts at zero
+  CUDA_CHECK(cudaMemsetAsync(g.y, 0, yb, st));  // the residual (in place) starts at zero
   if (Matmul(g, &g.algos[i].algo, st) != CUBLAS_STATUS_SUCCESS) return "refused";
   std::vector<uint8_t> ref(yb), got(yb);
-  CK(cudaMemcpyAsync(ref.data(), g.y, yb, cudaMemcpyDeviceToHost, st));
-  CK(cudaStreamSynchronize(st));
+  CUDA_CHECK(cudaMemcpyAsync(ref.data(), g.y, yb, cudaMemcpyDeviceToHost, st));
+  CUDA_CHECK(cudaStreamSynchronize(st));
   cudaGraph_t graph;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
   DelayedFill<<<4, 256, 0, st>>>(g.x, xn, 11, spin);  // 4 SMs: the GEMM fits beside it
   const bool prog = ProgrammaticNext(st);
   const cublasStatus_t ms = Matmul(g, &g.algos[i].algo, st);
@@ -210,7 +203,7 @@ std::string WaitProbe(Gemm& g, int i, cudaStream_t st, long long spin) {
            ", matmul " + std::to_string(int(ms)) + ", " + cudaGetErrorString(ce) + ")";
   }
   size_t nodes = 0;
-  CK(cudaGraphGetNodes(graph, nullptr, &nodes));
+  CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
   cudaGraphExec_t exec;
   if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
     cudaGetLastError();
@@ -219,11 +212,11 @@ std::string WaitProbe(Gemm& g, int i, cudaStream_t st, long long spin) {
   }
   int bad = 0;
   for (int r = 0; r < 5; ++r) {
-    CK(cudaMemsetAsync(g.x, 0, xn, st));  // a racing GEMM reads zeros
-    CK(cudaMemsetAsync(g.y, 0, yb, st));
-    CK(cudaGraphLaunch(exec, st));
-    CK(cudaMemcpyAsync(got.data(), g.y, yb, cudaMemcpyDeviceToHost, st));
-    CK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaMemsetAsync(g.x, 0, xn, st));  // a racing GEMM reads zeros
+    CUDA_CHECK(cudaMemsetAsync(g.y, 0, yb, st));
+    CUDA_CHECK(cudaGraphLaunch(exec, st));
+    CUDA_CHECK(cudaMemcpyAsync(got.data(), g.y, yb, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
     bad += std::memcmp(ref.data(), got.data(), yb) != 0;
   }
   cudaGraphExecDestroy(exec);
@@ -232,82 +225,43 @@ std::string WaitProbe(Gemm& g, int i, cudaStream_t st, long long spin) {
          (nodes != 2 ? " [" + std::to_string(nodes) + " nodes]" : std::string());
 }
 
-
-// Median device time of one launch (graph of `reps` launches), -1 if it does not run.
-float TimeOne(Gemm& g, const cublasLtMatmulAlgo_t& algo, cudaStream_t st, int reps, int rounds) {
-  cudaGraph_t graph;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  bool ok = true;
-  for (int i = 0; i < reps && ok; ++i) ok = Matmul(g, &algo, st) == CUBLAS_STATUS_SUCCESS;
-  const cudaError_t ce = cudaStreamEndCapture(st, &graph);
-  if (!ok || ce != cudaSuccess) {
-    cudaGetLastError();
-    if (ce == cudaSuccess) cudaGraphDestroy(graph);
-    return -1.f;
-  }
-  cudaGraphExec_t exec;
-  if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
-    cudaGetLastError();
-    cudaGraphDestroy(graph);
-    return -1.f;
-  }
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> v;
-  CK(cudaGraphLaunch(exec, st));
-  for (int r = 0; r < rounds; ++r) {
-    CK(cudaEventRecord(e0, st));
-    CK(cudaGraphLaunch(exec, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    v.push_back(ms * 1e3f / reps);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// Mean device time (us) of one launch over `rounds` replays of a graph of `reps` launches
+// (the engine's TimeInGraph), -1 if it does not run.
+float TimeOne(Gemm& g, const cublasLtMatmulAlgo_t& algo, int reps, int rounds) {
+  const float ms = hotline::engine::cuda::TimeInGraph(
+      [&](cudaStream_t st) { return Matmul(g, &algo, st) == CUBLAS_STATUS_SUCCESS; }, reps, rounds);
+  return ms > 0 ? ms * 1e3f : -1.f;
 }
 
 std::string Describe(const cublasLtMatmulAlgo_t& a) {
-  int id = 0, tile = 0, stages = 0, custom = 0, swz = 0, splitk = 0;
-  uint16_t cluster = 0;
-  size_t w;
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages),
-                                       &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom,
-                                       sizeof(custom), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof(swz),
-                                       &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                       sizeof(splitk), &w);
+  using hotline::engine::cuda::AlgoConfig;
+  uint16_t cluster = 0;  // a 16-bit attribute
+  size_t w = 0;
   cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
                                        sizeof(cluster), &w);
   char b[160];
   std::snprintf(b, sizeof(b), "id %d tile %d stages %d custom %d swizzle %d splitk %d cluster %d",
-                id, tile, stages, custom, swz, splitk, int(cluster));
+                AlgoConfig(a, CUBLASLT_ALGO_CONFIG_ID), AlgoConfig(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                AlgoConfig(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                AlgoConfig(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+                AlgoConfig(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                AlgoConfig(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), int(cluster));
   return b;
 }
 
 // The heuristic's candidates against every configuration cuBLASLt accepts for the problem.
 void Tune(Gemm& g, cudaStream_t st, int max_cands) {
-  CK(cudaMemsetAsync(g.y, 0, OutBytes(g), st));
+  CUDA_CHECK(cudaMemsetAsync(g.y, 0, OutBytes(g), st));
   FillCodes<<<1024, 256, 0, st>>>(g.x, size_t(g.M) * g.sh.K, 5);
   float heur_best = -1.f;
   for (auto& h : g.algos) {
-    const float t = TimeOne(g, h.algo, st, 10, 5);
+    const float t = TimeOne(g, h.algo, 10, 5);
     if (t > 0 && (heur_best < 0 || t < heur_best)) heur_best = t;
   }
   const cudaDataType_t dt = g.sh.e4m3_gelu ? CUDA_R_8F_E4M3 : CUDA_R_16F;
   int ids[64], nids = 0;
-  LK(cublasLtMatmulAlgoGetIds(g_lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3,
-                              CUDA_R_16F, dt, 64, ids, &nids));
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetIds(g_lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3,
+                                        CUDA_R_8F_E4M3, CUDA_R_16F, dt, 64, ids, &nids));
   std::vector<cublasLtMatmulAlgo_t> cands;
   int checked = 0;
   for (int k = 0; k < nids; ++k) {
@@ -315,25 +269,13 @@ void Tune(Gemm& g, cudaStream_t st, int max_cands) {
     if (cublasLtMatmulAlgoInit(g_lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3,
                                CUDA_R_16F, dt, ids[k], &algo) != CUBLAS_STATUS_SUCCESS)
       continue;
-    size_t w = 0;
-    std::vector<int> tiles, stages;
-    cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &w);
-    tiles.resize(w / sizeof(int));
-    if (!tiles.empty())
-      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), w, &w);
-    else
-      tiles.push_back(0);
-    cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, nullptr, 0, &w);
-    stages.resize(w / sizeof(int));
-    if (!stages.empty())
-      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, stages.data(), w, &w);
-    else
-      stages.push_back(0);
-    int custom_max = 0, swz = 0;
-    cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max,
-                                      sizeof(custom_max), &w);
-    cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swz,
-                                      sizeof(swz), &w);
+    namespace hc = hotline::engine::cuda;
+    std::vector<int> tiles = hc::AlgoCapList<int>(algo, CUBLASLT_ALGO_CAP_TILE_IDS);
+    std::vector<int> stages = hc::AlgoCapList<int>(algo, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    if (tiles.empty()) tiles.push_back(0);
+    if (stages.empty()) stages.push_back(0);
+    const int custom_max = hc::AlgoCap(algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX);
+    const int swz = hc::AlgoCap(algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT);
     std::printf("  algo id %d: %zu tiles, %zu stages, custom <= %d, swizzle %d\n", ids[k],
                 tiles.size(), stages.size(), custom_max, swz);
     for (int tile : tiles)
@@ -342,17 +284,11 @@ void Tune(Gemm& g, cudaStream_t st, int max_cands) {
           for (int cl = 0; cl < int(CUBLASLT_CLUSTER_SHAPE_END); ++cl)
             for (int sw = 0; sw <= (swz ? 1 : 0); ++sw) {
               cublasLtMatmulAlgo_t a = algo;
-              const uint16_t c16 = uint16_t(cl);
-              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
-                                                   sizeof(tile));
-              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stage,
-                                                   sizeof(stage));
-              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom,
-                                                   sizeof(custom));
-              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c16,
-                                                   sizeof(c16));
-              cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw,
-                                                   sizeof(sw));
+              hc::SetAlgoConfig(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, uint32_t(tile));
+              hc::SetAlgoConfig(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, uint32_t(stage));
+              hc::SetAlgoConfig(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, uint32_t(custom));
+              hc::SetAlgoConfig(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t(cl));
+              hc::SetAlgoConfig(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t(sw));
               cublasLtMatmulHeuristicResult_t r;
               ++checked;
               if (cublasLtMatmulAlgoCheck(g_lt, g.desc, g.a, g.b, g.c, g.d, &a, &r) ==
@@ -363,83 +299,69 @@ void Tune(Gemm& g, cudaStream_t st, int max_cands) {
   }
   std::vector<std::pair<float, int>> quick;
   for (int i = 0; i < int(cands.size()); ++i) {
-    const float t = TimeOne(g, cands[i], st, 5, 1);
+    const float t = TimeOne(g, cands[i], 5, 1);
     if (t > 0) quick.push_back({t, i});
   }
   std::sort(quick.begin(), quick.end());
   std::vector<std::pair<float, int>> best;
   for (int i = 0; i < std::min<int>(10, int(quick.size())); ++i)
-    best.push_back({TimeOne(g, cands[quick[i].second], st, 10, 7), quick[i].second});
+    best.push_back({TimeOne(g, cands[quick[i].second], 10, 7), quick[i].second});
   std::sort(best.begin(), best.end());
-  std::printf("tune %-5s: heuristic best %.2f us (%zu candidates); enumerated %d configurations, "
-              "%zu accepted, %zu ran; best:\n", g.sh.name, heur_best, g.algos.size(), checked,
-              cands.size(), quick.size());
+  std::printf(
+      "tune %-5s: heuristic best %.2f us (%zu candidates); enumerated %d configurations, "
+      "%zu accepted, %zu ran; best:\n",
+      g.sh.name, heur_best, g.algos.size(), checked, cands.size(), quick.size());
   for (int i = 0; i < std::min<int>(5, int(best.size())); ++i)
     std::printf("tune %-5s   %.2f us  %s\n", g.sh.name, best[i].first,
                 Describe(cands[best[i].second]).c_str());
   std::fflush(stdout);
 }
 
-float TimeChain(std::vector<Gemm>& gs, bool prog, cudaStream_t st, int layers) {
-  cudaGraph_t graph;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  FillCodes<<<132, 256, 0, st>>>(gs[0].x, 256, 3);  // a kernel node to hang the first edge on
-  for (int l = 0; l < layers; ++l) {
-    for (auto& g : gs) {
-      if (prog && !ProgrammaticNext(st)) {
-        std::fprintf(stderr, "programmatic edge refused in the chain\n");
-        std::exit(1);
-      }
-      LK(Matmul(g, &g.algos[g.chosen].algo, st));
-    }
-  }
-  CK(cudaStreamEndCapture(st, &graph));
-  cudaGraphExec_t exec;
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(exec, st));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> v;
-  for (int r = 0; r < 7; ++r) {
-    CK(cudaEventRecord(e0, st));
-    for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(exec, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    v.push_back(ms / 20);
-  }
-  std::sort(v.begin(), v.end());
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return v[v.size() / 2];
+// Device time (ms) of `layers` x the four GEMMs in one graph, plain or programmatic edges between
+// them (the engine's TimeInGraph: 20 replays after two eager runs); -1 if it did not run.
+float TimeChain(std::vector<Gemm>& gs, bool prog, int layers) {
+  return hotline::engine::cuda::TimeInGraph(
+      [&](cudaStream_t st) {
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        const bool capturing =
+            cudaStreamIsCapturing(st, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusActive;
+        FillCodes<<<132, 256, 0, st>>>(gs[0].x, 256, 3);  // a kernel node for the first edge
+        for (int l = 0; l < layers; ++l) {
+          for (auto& g : gs) {
+            if (prog && capturing && !ProgrammaticNext(st)) return false;
+            if (Matmul(g, &g.algos[g.chosen].algo, st) != CUBLAS_STATUS_SUCCESS) return false;
+          }
+        }
+        return true;
+      },
+      1, 20);
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Probe(int argc, char** argv) {
   const int M = argc > 1 ? std::atoi(argv[1]) : 8192;
   const int cands = argc > 2 ? std::atoi(argv[2]) : 8;
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int ltv = int(cublasLtGetVersion());
-  std::printf("device %s sm_%d%d, cuBLASLt %d, M = %d\n", prop.name, prop.major, prop.minor, ltv, M);
+  std::printf("device %s sm_%d%d, cuBLASLt %d, M = %d\n", prop.name, prop.major, prop.minor, ltv,
+              M);
   if (prop.major < 9) {
     std::printf("programmatic dependent launch and FP8 GEMMs need sm_90: nothing to probe\n");
     return 0;
   }
-  LK(cublasLtCreate(&g_lt));
-  CK(cudaMalloc(&g_ws, kWs));
-  CK(cudaMalloc(&g_scales, 3 * kStride * 4));
+  CUBLAS_CHECK(cublasLtCreate(&g_lt));
+  CUDA_CHECK(cudaMalloc(&g_ws, kWs));
+  CUDA_CHECK(cudaMalloc(&g_scales, 3 * kStride * 4));
   const float sc[3] = {1.f / 64, 1.f / 64, 1.f};
   for (int i = 0; i < 3; ++i)
-    CK(cudaMemcpy(g_scales + i * kStride, sc + i, 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(g_scales + i * kStride, sc + i, 4, cudaMemcpyHostToDevice));
   cudaStream_t st;
-  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   int khz = 0;
-  CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
-  const long long spin = (long long)(khz) * 40 / 1000;  // ~40 us at the peak clock (longer below it)
+  CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+  const long long spin = (long long)(khz)*40 / 1000;  // ~40 us at the peak clock (longer below it)
   std::vector<Gemm> gs = {{{"qkv", 2304, 768, false, false}, M},
                           {{"out", 768, 768, true, false}, M},
                           {{"ffn1", 3072, 768, false, true}, M},
@@ -464,14 +386,15 @@ int main(int argc, char** argv) {
     if (g.chosen < 0) waiting_all = 0;
   }
   if (!waiting_all) {
-    std::printf("programmatic chain: not timed (a shape has no waiting algorithm); plain chain "
-                "with the heuristic's best\n");
+    std::printf(
+        "programmatic chain: not timed (a shape has no waiting algorithm); plain chain "
+        "with the heuristic's best\n");
     for (auto& g : gs) g.chosen = 0;
   }
-  const float plain = TimeChain(gs, false, st, 12);
+  const float plain = TimeChain(gs, false, 12);
   std::printf("chain 48 GEMMs plain edges: %.4f ms\n", plain);
   if (waiting_all) {
-    const float prog = TimeChain(gs, true, st, 12);
+    const float prog = TimeChain(gs, true, 12);
     std::printf("chain 48 GEMMs programmatic edges: %.4f ms (%.1f us per GEMM saved)\n", prog,
                 (plain - prog) * 1e3 / 48);
   }
@@ -479,4 +402,13 @@ int main(int argc, char** argv) {
     for (auto& g : gs) Tune(g, st, std::atoi(std::getenv("PROBE_TUNE")));
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return Probe(argc, argv);
+  } catch (const hotline::Error& e) {
+    std::fprintf(stderr, "hotline_lt_pdl_probe: %s\n", e.what());
+    return 1;
+  }
 }

@@ -40,6 +40,37 @@ int EpilogueActCode(GemmEpilogue e);
 // cuBLASLt's data type for a DType; one config attribute of an algorithm (-1 if unreadable).
 cudaDataType_t CudaType(DType t);
 int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr);
+// Sets one config attribute of an algorithm, in the attribute's own type (uint32_t for tiles,
+// kernel options and swizzles, uint16_t for cluster shapes); false if cuBLASLt refuses it.
+template <typename T>
+bool SetAlgoConfig(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
+  return cublasLtMatmulAlgoConfigSetAttribute(algo, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
+}
+// A scalar capability of an algorithm (CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX,
+// ..._CTA_SWIZZLING_SUPPORT, ...); 0 if unreadable.
+inline int AlgoCap(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  int v = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return 0;
+  return v;
+}
+// A list-valued capability (CUBLASLT_ALGO_CAP_TILE_IDS, ..._STAGES_IDS); empty if none.
+template <typename T>
+std::vector<T> AlgoCapList(const cublasLtMatmulAlgo_t& algo,
+                           cublasLtMatmulAlgoCapAttributes_t attr) {
+  size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) !=
+          CUBLAS_STATUS_SUCCESS ||
+      bytes == 0)
+    return {};
+  std::vector<T> v(bytes / sizeof(T));
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), bytes, &bytes) !=
+      CUBLAS_STATUS_SUCCESS)
+    return {};
+  return v;
+}
 
 // Mean device time (ms) of one `enqueue` (which launches work on the stream it is given and
 // returns false if it could not): `iters` back-to-back copies are captured into a CUDA graph on a

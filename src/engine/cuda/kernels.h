@@ -108,9 +108,10 @@ bool AttentionHasFastPath(DType dtype, int head_dim);
 //              GEMMs of at least 4,096 rows also the configurations around them, as a TensorRT
 //              tactic search (quant_gemm.cu WideSearch: every tile of the heuristic's best
 //              algorithm, then kernel options x cluster shapes x swizzles on the best three tiles
-//              and the heuristic's best two; at most 480 screened, about 0.5 s per GEMM shape and
-//              row count). Read when a QuantGemm prepares a row count, not per launch: prepared
-//              GEMMs keep their choice (per process; not in the timing cache file). Never INT8.
+//              and the heuristic's best two; at most 480 screened, about 1 s per GEMM shape and
+//              row count on an H200). Read when a QuantGemm prepares a row count, not per
+//              launch: prepared GEMMs keep their choice (per process; not in the timing cache
+//              file). Never INT8.
 struct KernelVariants {
   int layernorm = 1;
   int attention = 2;
@@ -120,6 +121,27 @@ struct KernelVariants {
 KernelVariants GetKernelVariants();
 void SetKernelVariants(const KernelVariants& v);
 
+// Sets some kernel variants for a scope and restores all of them on exit, also when the scope
+// throws (tests and benches comparing variants). A negative value keeps that field as it is.
+class ScopedKernelVariants {
+ public:
+  explicit ScopedKernelVariants(int layernorm = -1, int attention = -1, int pdl = -1,
+                                int gemm_search = -1)
+      : saved_(GetKernelVariants()) {
+    KernelVariants v = saved_;
+    if (layernorm >= 0) v.layernorm = layernorm;
+    if (attention >= 0) v.attention = attention;
+    if (pdl >= 0) v.pdl = pdl;
+    if (gemm_search >= 0) v.gemm_search = gemm_search;
+    SetKernelVariants(v);
+  }
+  ~ScopedKernelVariants() { SetKernelVariants(saved_); }
+  ScopedKernelVariants(const ScopedKernelVariants&) = delete;
+  ScopedKernelVariants& operator=(const ScopedKernelVariants&) = delete;
+
+ private:
+  KernelVariants saved_;
+};
 
 // y[b] = x[cu_seqlens[b]] (the first token, [CLS], of each sequence), rows of `hidden`.
 // Sequences whose first row is not below `rows` (empty padding sequences) copy row rows-1.

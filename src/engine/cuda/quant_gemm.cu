@@ -99,8 +99,8 @@ std::map<std::string, TuneChoice>& TuneMap() {
   return m;
 }
 // Rows from which TryPrepare searches beyond the heuristic's candidates (KernelVariants::
-// gemm_search): long GEMMs, where a few percent pay for the search (about half a second per
-// GEMM shape and bucket on an H200).
+// gemm_search): long GEMMs, where a few percent pay for the search (about 1 s per GEMM problem
+// on an H200: the bench's warm-up grew 6.3 s for the 6 problems it searched).
 constexpr int kWideSearchRows = 4096;
 
 std::string TuneKey(QuantType q, DType out, GemmEpilogue e, int M, int N, int K, bool fused,
@@ -320,24 +320,6 @@ struct WideSearchResult {
   int timed = 0;
 };
 
-template <typename T>
-bool SetConfig(cublasLtMatmulAlgo_t* a, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
-  return cublasLtMatmulAlgoConfigSetAttribute(a, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
-}
-
-template <typename T>
-std::vector<T> CapList(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr) {
-  size_t bytes = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS ||
-      bytes == 0)
-    return {};
-  std::vector<T> v(bytes / sizeof(T));
-  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, v.data(), bytes, &bytes) !=
-      CUBLAS_STATUS_SUCCESS)
-    return {};
-  return v;
-}
-
 // QuantGemm::TryPrepare's search around the heuristic's timed candidates (`heuristic`: time,
 // algorithm). Stage 1: every tile of the best candidate's algorithm (its other settings kept);
 // stage 2: kernel options 0-7, every cluster shape and both swizzles on the three best tiles and
@@ -376,9 +358,9 @@ WideSearchResult WideSearch(LtWorkspace& ws, const Prep& p,
   // Stage 1: the tiles.
   const cublasLtMatmulAlgo_t seed = heuristic.front().second;
   std::vector<std::pair<float, cublasLtMatmulAlgo_t>> tiles;
-  for (int tile : CapList<int>(seed, CUBLASLT_ALGO_CAP_TILE_IDS)) {
+  for (int tile : AlgoCapList<int>(seed, CUBLASLT_ALGO_CAP_TILE_IDS)) {
     cublasLtMatmulAlgo_t a = seed;
-    if (!SetConfig(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, uint32_t(tile))) continue;
+    if (!SetAlgoConfig(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, uint32_t(tile))) continue;
     const float ms = screen(a);
     if (ms > 0) tiles.push_back({ms, a});
   }
@@ -393,19 +375,15 @@ WideSearchResult WideSearch(LtWorkspace& ws, const Prep& p,
   for (size_t i = 0; i < heuristic.size() && i < 2; ++i) add_seed(heuristic[i].second);
   // Stage 2: options, cluster shapes, swizzles.
   for (const cublasLtMatmulAlgo_t& s : seeds) {
-    int custom_max = 0, swizzle = 0;
-    size_t w = 0;
-    cublasLtMatmulAlgoCapGetAttribute(&s, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max,
-                                      sizeof(custom_max), &w);
-    cublasLtMatmulAlgoCapGetAttribute(&s, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle,
-                                      sizeof(swizzle), &w);
+    const int custom_max = AlgoCap(s, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX);
+    const int swizzle = AlgoCap(s, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT);
     for (int custom = 0; custom <= std::min(custom_max, 7); ++custom)
       for (int cl = 0; cl < int(CUBLASLT_CLUSTER_SHAPE_END); ++cl)
         for (int sw = 0; sw <= (swizzle ? 1 : 0); ++sw) {
           cublasLtMatmulAlgo_t a = s;
-          if (SetConfig(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, uint32_t(custom)) &&
-              SetConfig(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t(cl)) &&
-              SetConfig(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t(sw)))
+          if (SetAlgoConfig(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, uint32_t(custom)) &&
+              SetAlgoConfig(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t(cl)) &&
+              SetAlgoConfig(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t(sw)))
             screen(a);
         }
   }
@@ -635,8 +613,13 @@ void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t
     throw Error("QuantGemm: M must be in [1, " + std::to_string(max_rows_) + "], got " +
                 std::to_string(M));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (prepared_.count({M, with_residual})) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (prepared_.count({M, with_residual})) return;
+  }
+  // Chosen without holding mu_: the timings take about a second with the wide search, and
+  // other contexts' Run on prepared row counts must not wait for them. TryPrepare reads only
+  // what construction and SetQuantisedOutput set, and the process-wide TuneMap under its lock.
   Prepared p;
   // cuBLASLt's epilogue covers bias and the tanh GELU; exact GELU and tanh, and a residual after
   // an activation, take our epilogue.
@@ -657,7 +640,10 @@ void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t
                 " on this GPU: " + refused, Code::kUnimplemented);
   }
   p.refused = std::move(refused);
-  prepared_[{M, with_residual}] = p;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!prepared_.emplace(std::make_pair(M, with_residual), p).second) {
+    Destroy(&p);  // another thread prepared the same row count meanwhile: keep its choice
+  }
 }
 
 size_t QuantGemm::AccBytes(int M) const {

@@ -77,7 +77,7 @@ class QuantGemm {
 
   // Chooses the path and algorithm for M rows (outside graph capture; may allocate). Times the
   // cuBLASLt heuristic's candidates; fused FP8 GEMMs of 4,096 rows or more also up to 480
-  // configurations around them (KernelVariants::gemm_search; about 0.5 s). Choices are kept per
+  // configurations around them (KernelVariants::gemm_search; about 1 s). Choices are kept per
   // process for the same problem. On the fused path the residual is timed in place (C = D), as
   // the encoders run it.
   void Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t stream);

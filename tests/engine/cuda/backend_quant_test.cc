@@ -108,6 +108,27 @@ double WorstOverBatches(Engine& ref, Engine& got, uint64_t seed, int n,
 // The plan at `path` (`pd`, its tuning record `rec`) rewritten with its recorded activation
 // scales (`scales`, the line QuantScalesLine(q, scales) in `rec`) divided by 1000, and loaded:
 // nearly every activation saturates, so a load that takes the plan's scales answers far off.
+// The plan loaded twice, each load against CPU FP32 through `probe` (Worst or
+// WorstOverBatches; the first load with n_first probes, the second with n_second): both within
+// `tol`, and the two loads' outputs (first probe batch) within 1e-2 of each other (same scales:
+// they differ at most by GEMM algorithms tuned anew, FP16 rounding). The first load's outputs go
+// to *first when given.
+template <typename Probe>
+void TwoLoadsAgainstCpu(Engine& cpu, const std::string& plan, const char* what, Probe probe,
+                        uint64_t seed, int n_first, int n_second, double tol,
+                        std::vector<float>* first = nullptr) {
+  auto a = Engine::Load(plan);
+  auto b = Engine::Load(plan);
+  std::vector<float> out_a, out_b;
+  const double ea = probe(cpu, *a, seed, n_first, &out_a);
+  const double eb = probe(cpu, *b, seed, n_second, &out_b);
+  std::printf("%s plan vs cpu fp32: normalised error %.4f\n", what, ea);
+  EXPECT_LE(ea, tol);
+  EXPECT_LE(eb, tol);
+  EXPECT_LE(cuda::ref::RelErr(out_b, out_a), 1e-2);
+  if (first) *first = std::move(out_a);
+}
+
 std::shared_ptr<Engine> LoadWithScalesOver1000(PlanData pd, const std::string& rec,
                                                cuda::EncoderQuant q, std::vector<float> scales,
                                                const std::string& path) {
@@ -176,16 +197,7 @@ TEST(CudaBackendQuant, Fp8PlanRecordsItsScalesAndStaysWithinQuantisationError) {
 
   auto cpu = Engine::BuildFromOnnx(Fixture("tiny_op17.onnx"),
                                    Opts(BackendKind::kCPU, Precision::kFP32));
-  auto a = Engine::Load(plan);
-  auto b = Engine::Load(plan);
-  std::vector<float> out_a, out_b;
-  const double ea = Worst(*cpu, *a, cuda::test::Seed() + 51, 4, &out_a);
-  const double eb = Worst(*cpu, *b, cuda::test::Seed() + 51, 1, &out_b);
-  std::printf("fp8 plan vs cpu fp32: normalised error %.4f\n", ea);
-  EXPECT_LE(ea, 0.15);
-  EXPECT_LE(eb, 0.15);
-  // Same scales: the loads differ at most by GEMM algorithms tuned anew (FP16 rounding).
-  EXPECT_LE(cuda::ref::RelErr(out_b, out_a), 1e-2);
+  TwoLoadsAgainstCpu(*cpu, plan, "fp8", Worst, cuda::test::Seed() + 51, 4, 1, 0.15);
 
   // The load takes the plan's scales: divided by 1000, nearly every activation saturates.
   const int layers = 2;  // tiny_op17
@@ -300,16 +312,9 @@ TEST(CudaBackendQuant, Int8PlanRecordsItsScalesAndStaysWithinQuantisationError) 
 
   auto cpu = Engine::BuildFromOnnx(Fixture("tiny_op17.onnx"),
                                    Opts(BackendKind::kCPU, Precision::kFP32));
-  auto a = Engine::Load(plan);
-  auto b = Engine::Load(plan);
-  std::vector<float> out_a, out_b;
-  const double ea = WorstOverBatches(*cpu, *a, cuda::test::Seed() + 61, 8, &out_a);
-  const double eb = WorstOverBatches(*cpu, *b, cuda::test::Seed() + 61, 8, &out_b);
-  std::printf("int8 plan vs cpu fp32: normalised error %.4f\n", ea);
-  EXPECT_LE(ea, 0.10);
-  EXPECT_LE(eb, 0.10);
-  // Same scales: the loads differ at most by FP16 GEMMs (heads) tuned anew.
-  EXPECT_LE(cuda::ref::RelErr(out_b, out_a), 1e-2);
+  std::vector<float> out_a;  // the plan's outputs, for the loads below
+  TwoLoadsAgainstCpu(*cpu, plan, "int8", WorstOverBatches, cuda::test::Seed() + 61, 8, 8, 0.10,
+                     &out_a);
 
   // Without the tuning record's scales line, a load takes the plan's int8 ranges: same answers.
   const std::string line = cuda::QuantScalesLine(cuda::EncoderQuant::kInt8, scales);

@@ -27,25 +27,12 @@
 namespace hotline::engine::cuda {
 namespace {
 
-class VariantScope {
- public:
-  explicit VariantScope(int layernorm) : saved_(GetKernelVariants()) {
-    KernelVariants v = saved_;
-    v.layernorm = layernorm;
-    SetKernelVariants(v);
-  }
-  ~VariantScope() { SetKernelVariants(saved_); }
-
- private:
-  KernelVariants saved_;
-};
-
 TEST(CudaEncoderMemory, Int8WordEmbeddingMatchesCpuOnTheDequantisedTable) {
   if (!test::HaveGpu("encoder memory")) GTEST_SKIP() << "no CUDA device: not tested";
   std::mt19937_64 rng(test::Seed() + 71);
   const int vocab = 300, max_pos = 160, type_vocab = 2;
   for (int variant : {0, 1}) {
-    VariantScope scope(variant);
+    ScopedKernelVariants scope(variant);
     for (DType t : test::AllTypes()) {
       for (int H : {768, 100, 64}) {
         SCOPED_TRACE(std::string(DTypeName(t)) + " H=" + std::to_string(H) + " layernorm v" +

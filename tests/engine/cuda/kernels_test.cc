@@ -23,21 +23,6 @@ using test::DevBuf;
 
 std::string Name(DType t) { return DTypeName(t); }
 
-// Sets the kernel variants for a scope (every variant must pass the same checks).
-class VariantScope {
- public:
-  explicit VariantScope(int layernorm, int attention) : saved_(GetKernelVariants()) {
-    KernelVariants v = saved_;  // pdl and gemm_search as they were
-    v.layernorm = layernorm;
-    v.attention = attention;
-    SetKernelVariants(v);
-  }
-  ~VariantScope() { SetKernelVariants(saved_); }
-
- private:
-  KernelVariants saved_;
-};
-
 struct GemmCase {
   int M, K, N;
 };
@@ -300,7 +285,7 @@ TEST(CudaGemm, TuningCacheRoundTripsThroughAFile) {
 TEST(CudaLayerNorm, BiasResidualAndAliasing) {
   std::mt19937_64 rng(test::Seed() + 3);
   for (int variant : {0, 1}) {
-  VariantScope vs(variant, GetKernelVariants().attention);
+  ScopedKernelVariants vs(variant);  // every variant must pass the same checks
   for (DType t : test::AllTypes()) {
     for (int H : {1, 37, 64, 256, 768, 1000, 1024}) {
       for (int mode = 0; mode < 4; ++mode) {  // plain, +bias, +bias+residual, in place
@@ -335,7 +320,7 @@ TEST(CudaEmbeddingLayerNorm, PackedBatchesWithAndWithoutTypes) {
   std::mt19937_64 rng(test::Seed() + 4);
   const int V = 1000, P = 130, TV = 2;
   for (int variant : {0, 1}) {
-  VariantScope vs(variant, GetKernelVariants().attention);
+  ScopedKernelVariants vs(variant);  // every variant must pass the same checks
   for (DType t : test::AllTypes()) {
     for (int H : {64, 100, 768, 1024}) {  // 100: not a whole number of vectors (variant 0 path)
       for (int with_types = 0; with_types < 2; ++with_types) {
@@ -403,7 +388,7 @@ TEST(CudaAttention, PackedVariableLengthsAllTypesAndHeadSizes) {
   std::mt19937_64 rng(test::Seed() + 5);
   for (int variant : {0, 1, 2})
   for (DType t : test::AllTypes()) {
-    VariantScope vs(GetKernelVariants().layernorm, variant);
+    ScopedKernelVariants vs(-1, variant);
     for (int D : {32, 64, 128, 48, 80}) {
       for (int max_len : {1, 17, 64, 65, 128, 200}) {
         CheckAttention(t, D == 64 ? 12 : 3, D, 1 + int(rng() % 6), max_len, rng);
@@ -416,7 +401,7 @@ TEST(CudaAttention, EveryLengthUpTo130AtHead64) {
   std::mt19937_64 rng(test::Seed() + 6);
   for (int variant : {0, 1, 2})
   for (DType t : {DType::kF16, DType::kBF16}) {
-    VariantScope vs(GetKernelVariants().layernorm, variant);
+    ScopedKernelVariants vs(-1, variant);
     std::vector<int32_t> lens;
     for (int L = 1; L <= 130; ++L) lens.push_back(L);
     std::vector<int32_t> cu(1, 0);
@@ -453,7 +438,7 @@ TEST(CudaAttention, ManyShortSequencesSeveralHeadsPerBlock) {
     for (const Case k : {Case{64, 12, 160, 64}, Case{64, 12, 600, 37}, Case{32, 8, 300, 64},
                          Case{128, 4, 400, 50}, Case{64, 6, 250, 1}}) {
       for (int variant : {1, 2}) {
-        VariantScope vs(GetKernelVariants().layernorm, variant);
+        ScopedKernelVariants vs(-1, variant);
         SCOPED_TRACE(Name(t) + " D=" + std::to_string(k.D) + " heads=" + std::to_string(k.heads) +
                      " batch=" + std::to_string(k.batch) + " max_len=" +
                      std::to_string(k.max_len) + " variant " + std::to_string(variant));
