@@ -53,9 +53,18 @@ fi
 
 if [ $bench = 1 ]; then
   section bench
+  # The SM clock, power and temperature every 100 ms while the bench runs (clocks.csv): whether
+  # the GPU holds its clock under the FP8 GEMMs' load (PERF_NOTES: the in-sequence GEMM gap).
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv -lms 100 >"$OUT/clocks.csv" 2>&1 &
+  smi=$!
   $HL/run hotline_cuda_bench --models base --quant "$QUANT" --variants "$VARIANTS" --profile \
     --target-s 0.6 --out "$OUT/g3.json" >$HL/bench.log 2>&1 || echo "bench failed" | tee -a $summary
+  kill $smi 2>/dev/null
   cat $HL/bench.log >>"$LOG"
+  awk -F', ' 'NR > 1 && $2 + 0 > 0 { n++; c += $2; if (min == "" || $2 + 0 < min) min = $2 + 0;
+      if ($4 + 0 > p) p = $4 + 0 } END { if (n) printf "SM clock during the bench: mean %.0f MHz, min %d MHz, peak power %.0f W (%d samples)\n", c / n, min, p, n }' \
+    "$OUT/clocks.csv" | tee -a $summary
   grep -E '^base' $HL/bench.log | tee -a $summary
   grep -E '128x64 (attention|layernorm|fp8 per-tensor|embed)' $HL/bench.log | tee -a $summary
 fi

@@ -3,7 +3,10 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "engine/cuda/kernels.h"
 
@@ -18,6 +21,18 @@ template <> __device__ __forceinline__ float FromF<float>(float v) { return v; }
 template <> __device__ __forceinline__ __half FromF<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+
+// One value to 8 bits, as every quantiser of the engine rounds it: INT8 nearest-even clamped to
+// +-127, E4M3 nearest-even saturating to +-448. Callers pass v = x / x_scale (IEEE division, so
+// the host can replay it).
+template <bool kFp8>
+__device__ __forceinline__ uint8_t Quantize8(float v) {
+  if constexpr (kFp8) {
+    return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+  } else {
+    return uint8_t(int8_t(max(-127, min(127, __float2int_rn(v)))));
+  }
 }
 
 // Calls f(T{}) with T the element type of `dtype`.

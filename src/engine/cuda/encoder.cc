@@ -23,6 +23,16 @@ void CheckSize(const std::vector<float>& v, size_t want, const std::string& name
 }
 
 // Carves aligned pieces out of one allocation.
+size_t R4(size_t words) { return (words + 3) / 4 * 4; }
+
+// Words of the packed staging regions for any bucket up to T tokens and B sequences
+// (CudaEncoderContext::PointStaging's layouts; R4 is monotone, so the largest bucket's is the
+// largest).
+size_t StagingInWords(size_t T, size_t B) { return 2 * R4(T) + R4(B + 1); }
+size_t StagingOutWords(size_t T, size_t B, size_t n_intents, size_t n_slots) {
+  return 2 * R4(B * n_intents) + R4(B) + R4(T * n_slots) + R4(T);
+}
+
 struct Carver {
   char* base;
   size_t off = 0;
@@ -339,33 +349,21 @@ CudaEncoderContext::CudaEncoderContext(std::shared_ptr<CudaEncoder> enc) : enc_(
   u_bytes_ = o.quant != EncoderQuant::kNone ? QuantUnionBytes() : T * union_cols_ * es;
   xq_ffn_in_u_ = o.quant != EncoderQuant::kNone && o.quant_ffn_chunk_rows > 0;
   auto carve_device = [&](Carver& cv) {
-    d_ids_ = cv.Take<int32_t>(T * 4);
-    d_types_ = cv.Take<int32_t>(T * 4);
-    d_cu_ = cv.Take<int32_t>((B + 1) * 4);
+    d_in_ = cv.Take<int32_t>(StagingInWords(T, B) * 4);
     d_x_ = cv.Take<void>(T * H * es);
     d_u_ = cv.Take<void>(u_bytes_);
     d_cls_ = cv.Take<void>(B * H * es);
     d_pooled_ = cv.Take<void>(B * H * es);
     d_intent_ = cv.Take<void>(B * ni_pad_ * es);
-    d_intent_logits_ = cv.Take<float>(B * c.n_intents * 4);
-    d_intent_probs_ = cv.Take<float>(B * c.n_intents * 4);
-    d_intent_arg_ = cv.Take<int32_t>(B * 4);
-    d_slot_logits_ = cv.Take<float>(T * c.n_slots * 4);
-    d_slot_arg_ = cv.Take<int32_t>(T * 4);
+    d_out_ = cv.Take<char>(StagingOutWords(T, B, c.n_intents, c.n_slots) * 4);
     d_amax_ = cv.Take<float>(size_t(c.layers) * 4 * 4);
     if (o.quant != EncoderQuant::kNone) {
       d_xq_ = cv.Take<void>(T * c.hidden);  // [T, I] copy: d_xq_ffn_, allocated when needed
     }
   };
   auto carve_host = [&](Carver& cv) {
-    h_ids_ = cv.Take<int32_t>(T * 4);
-    h_types_ = cv.Take<int32_t>(T * 4);
-    h_cu_ = cv.Take<int32_t>((B + 1) * 4);
-    h_intent_logits_ = cv.Take<float>(B * c.n_intents * 4);
-    h_intent_probs_ = cv.Take<float>(B * c.n_intents * 4);
-    h_intent_arg_ = cv.Take<int32_t>(B * 4);
-    h_slot_logits_ = cv.Take<float>(T * c.n_slots * 4);
-    h_slot_arg_ = cv.Take<int32_t>(T * 4);
+    h_in_ = cv.Take<int32_t>(StagingInWords(T, B) * 4);
+    h_out_ = cv.Take<char>(StagingOutWords(T, B, c.n_intents, c.n_slots) * 4);
   };
   Carver dsize{nullptr}, hsize{nullptr};
   carve_device(dsize);
@@ -386,6 +384,44 @@ CudaEncoderContext::CudaEncoderContext(std::shared_ptr<CudaEncoder> enc) : enc_(
   Carver dc{static_cast<char*>(dev_)}, hc{static_cast<char*>(host_)};
   carve_device(dc);
   carve_host(hc);
+  PointStaging(int(T), int(B));
+}
+
+void CudaEncoderContext::PointStaging(int Tb, int Bb) {
+  const EncoderConfig& c = enc_->cfg_;
+  // Offsets in 4-byte words, each array starting 16-byte aligned (R rounds up to 4 words).
+  size_t w = 0;
+  auto in = [&](size_t words) {
+    int32_t* p = d_in_ + w;
+    w += R4(words);
+    return p;
+  };
+  d_ids_ = in(size_t(Tb));
+  d_types_ = in(size_t(Tb));
+  d_cu_ = in(size_t(Bb) + 1);
+  in_bytes_ = w * 4;
+  h_ids_ = h_in_ + (d_ids_ - d_in_);
+  h_types_ = h_in_ + (d_types_ - d_in_);
+  h_cu_ = h_in_ + (d_cu_ - d_in_);
+  w = 0;
+  auto out = [&](size_t words) {
+    const size_t at = w * 4;
+    w += R4(words);
+    return at;
+  };
+  const size_t il = out(size_t(Bb) * c.n_intents), ip = out(size_t(Bb) * c.n_intents),
+               ia = out(size_t(Bb)), sl = out(size_t(Tb) * c.n_slots), sa = out(size_t(Tb));
+  out_bytes_ = w * 4;
+  d_intent_logits_ = reinterpret_cast<float*>(d_out_ + il);
+  d_intent_probs_ = reinterpret_cast<float*>(d_out_ + ip);
+  d_intent_arg_ = reinterpret_cast<int32_t*>(d_out_ + ia);
+  d_slot_logits_ = reinterpret_cast<float*>(d_out_ + sl);
+  d_slot_arg_ = reinterpret_cast<int32_t*>(d_out_ + sa);
+  h_intent_logits_ = reinterpret_cast<float*>(h_out_ + il);
+  h_intent_probs_ = reinterpret_cast<float*>(h_out_ + ip);
+  h_intent_arg_ = reinterpret_cast<int32_t*>(h_out_ + ia);
+  h_slot_logits_ = reinterpret_cast<float*>(h_out_ + sl);
+  h_slot_arg_ = reinterpret_cast<int32_t*>(h_out_ + sa);
 }
 
 void CudaEncoderContext::set_device_timing(bool on) {
@@ -441,16 +477,21 @@ void CudaEncoderContext::Enqueue(int Tb, int Bb, int Sb) {
   const int H = c.hidden;
   LtWorkspace& ws = *ws_;
   cudaStream_t s = stream_;
-  CUDA_CHECK(cudaMemcpyAsync(d_ids_, h_ids_, size_t(Tb) * 4, cudaMemcpyHostToDevice, s));
-  CUDA_CHECK(cudaMemcpyAsync(d_types_, h_types_, size_t(Tb) * 4, cudaMemcpyHostToDevice, s));
-  CUDA_CHECK(cudaMemcpyAsync(d_cu_, h_cu_, size_t(Bb + 1) * 4, cudaMemcpyHostToDevice, s));
+  // Run pointed the staging at this bucket (PointStaging): ids, types and cu_seqlens in one copy.
+  CUDA_CHECK(cudaMemcpyAsync(d_in_, h_in_, in_bytes_, cudaMemcpyHostToDevice, s));
+  // A quantised layer 0 with fused LayerNorms takes its QKV input from the embedding's pass
+  // (EnqueueQuantLayer skips its quantise pass then).
+  QuantizedCopy xq0;
+  if (!e.layers_.empty() && e.layers_[0].qqkv && e.FuseLayerNormQuant()) {
+    xq0 = {d_xq_, e.layers_[0].qqkv->x_scale(), e.opt_.quant == EncoderQuant::kFp8};
+  }
   if (e.word_scale_) {
     EmbeddingLayerNormInt8Word(dt, d_ids_, d_types_, d_cu_, Bb, Tb, e.word_, e.word_scale_,
                                c.vocab, e.pos_, c.max_pos, e.type_, c.type_vocab, e.emb_g_,
-                               e.emb_b_, c.eps, H, d_x_, s);
+                               e.emb_b_, c.eps, H, d_x_, s, xq0);
   } else {
     EmbeddingLayerNorm(dt, d_ids_, d_types_, d_cu_, Bb, Tb, e.word_, c.vocab, e.pos_, c.max_pos,
-                       e.type_, c.type_vocab, e.emb_g_, e.emb_b_, c.eps, H, d_x_, s);
+                       e.type_, c.type_vocab, e.emb_g_, e.emb_b_, c.eps, H, d_x_, s, xq0);
   }
   void* qkv = d_u_;
   void* ctx = static_cast<char*>(d_u_) + size_t(Tb) * 3 * H * es;
@@ -485,13 +526,8 @@ void CudaEncoderContext::Enqueue(int Tb, int Bb, int Sb) {
   SoftmaxArgmax(dt, d_intent_, Bb, c.n_intents, ni_pad_, d_intent_logits_, d_intent_probs_,
                 d_intent_arg_, s);
   SoftmaxArgmax(dt, d_u_, Tb, c.n_slots, ns_pad_, d_slot_logits_, nullptr, d_slot_arg_, s);
-  const size_t ni = size_t(Bb) * c.n_intents * 4, ns = size_t(Tb) * c.n_slots * 4;
-  CUDA_CHECK(cudaMemcpyAsync(h_intent_logits_, d_intent_logits_, ni, cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaMemcpyAsync(h_intent_probs_, d_intent_probs_, ni, cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaMemcpyAsync(h_intent_arg_, d_intent_arg_, size_t(Bb) * 4, cudaMemcpyDeviceToHost,
-                             s));
-  CUDA_CHECK(cudaMemcpyAsync(h_slot_logits_, d_slot_logits_, ns, cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaMemcpyAsync(h_slot_arg_, d_slot_arg_, size_t(Tb) * 4, cudaMemcpyDeviceToHost, s));
+  // Every output in one copy (the bucket's packed layout, padding words included).
+  CUDA_CHECK(cudaMemcpyAsync(h_out_, d_out_, out_bytes_, cudaMemcpyDeviceToHost, s));
 }
 
 void CudaEncoderContext::Run(const int32_t* ids, const int32_t* type_ids,
@@ -521,6 +557,7 @@ void CudaEncoderContext::Run(const int32_t* ids, const int32_t* type_ids,
   CUDA_CHECK(cudaSetDevice(o.device));
   const int Tb = TokenBucket(T, max_tokens_), Bb = BatchBucket(batch, max_batch_);
   const int Sb = RoundUp(longest, 64);
+  PointStaging(Tb, Bb);  // before staging: the bucket's packed layout
   std::memcpy(h_ids_, ids, size_t(T) * 4);
   std::memset(h_ids_ + T, 0, size_t(Tb - T) * 4);
   if (type_ids) std::memcpy(h_types_, type_ids, size_t(T) * 4);

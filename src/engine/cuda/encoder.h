@@ -212,6 +212,9 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   // Whether FFN1 may write E4M3 (FP8, per tensor, quant_fp8_output; cuBLASLt decides per row
   // count at PrepareQuant).
   bool Ffn1MayWriteE4M3() const;
+  // Whether each LayerNorm writes the next GEMM's 8-bit input itself (quant_fuse_layernorm and
+  // a hidden size LayerNormQuant serves); the embedding then writes layer 0's QKV input too.
+  bool FuseLayerNormQuant() const;
   bool qkv_interleaved() const { return qkv_interleaved_; }
 };
 
@@ -253,6 +256,9 @@ class CudaEncoderContext {
   explicit CudaEncoderContext(std::shared_ptr<CudaEncoder> enc);
   using Key = std::tuple<int, int, int>;  // token bucket, sequence bucket, key tiles * 64
   void Enqueue(int Tb, int Bb, int Sb);
+  // Points the staging pointers (d_ids_ ... h_slot_arg_) at bucket (Tb, Bb)'s packed layout in
+  // the in / out regions and sets in_bytes_ / out_bytes_.
+  void PointStaging(int Tb, int Bb);
   void PrepareBucket(int Tb, int Bb);
   // Quantised layers (encoder_quant.cc).
   void PrepareQuant(int Tb);
@@ -271,6 +277,14 @@ class CudaEncoderContext {
   void* host_ = nullptr;   // pinned staging, carved below
   size_t device_bytes_ = 0;
   size_t u_bytes_ = 0;
+  // The inputs (ids, types, cu_seqlens) and the outputs (intent logits, probabilities and
+  // argmax, slot logits and argmax) each packed for the bucket in one region, pinned on the host
+  // and on the device (PointStaging), so that a batch crosses PCIe in one copy each way (was
+  // 3 + 5 copy nodes per graph). H200, BERT-base FP8 128 x 64, three calls: device time within
+  // the spread between calls, wall 59.7k -> 60.3-61.6k seq/s.
+  int32_t *d_in_ = nullptr, *h_in_ = nullptr;
+  char *d_out_ = nullptr, *h_out_ = nullptr;
+  size_t in_bytes_ = 0, out_bytes_ = 0;  // the current bucket's
   int32_t *d_ids_, *d_types_, *d_cu_;
   void *d_x_, *d_u_, *d_cls_, *d_pooled_, *d_intent_;
   float *d_intent_logits_, *d_intent_probs_, *d_slot_logits_;

@@ -198,6 +198,7 @@ void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer*
     }
     d->qqkv = std::make_unique<QuantGemm>(pw.data(), H, 3 * H, pb.data(), GemmEpilogue::kBias, q,
                                           s[0], dt, rows, sc, fa(H));
+    d->qqkv->SetTuning(&cache_, opt_.tune);  // before the views: they take the parent's
     for (int G = 2; G <= heads; ++G) {
       if (!ValidQkvGroups(G)) continue;
       const int width = heads / G * 3 * D;
@@ -208,6 +209,7 @@ void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer*
   } else {
     d->qqkv = std::make_unique<QuantGemm>(w.qkv_w.data(), H, 3 * H, w.qkv_b.data(),
                                           GemmEpilogue::kBias, q, s[0], dt, rows, sc, fa(H));
+    d->qqkv->SetTuning(&cache_, opt_.tune);
   }
   d->qout = std::make_unique<QuantGemm>(w.out_w.data(), H, H, w.out_b.data(), GemmEpilogue::kBias,
                                         q, s[1], dt, rows, sc, fa(H));
@@ -215,6 +217,11 @@ void CudaEncoder::UploadQuantLayer(const EncoderWeights::Layer& w, int l, Layer*
                                         rows, sc, fa(H));
   d->qff2 = std::make_unique<QuantGemm>(w.ff2_w.data(), I, H, w.ff2_b.data(), GemmEpilogue::kBias,
                                         q, s[3], dt, rows, sc, fa(I));
+  // Their choices go into the encoder's timing cache with the FP16 GEMMs' (saved to
+  // EncoderOptions::timing_cache after each bucket), so another process skips the FP8 search.
+  for (QuantGemm* g : {d->qout.get(), d->qff1.get(), d->qff2.get()}) {
+    g->SetTuning(&cache_, opt_.tune);
+  }
   if (q == QuantType::kFp8E4M3 && opt_.quant_fp8_output && dt != DType::kF32) {
     d->qff1->SetQuantisedOutput(s[3]);  // FFN1 writes FFN2's E4M3 input where cuBLASLt can
   }
@@ -392,6 +399,10 @@ void CudaEncoderContext::RecordAmax(const void* x, int64_t n, int slot) {
 // Prepares the quantised GEMMs for Tb rows. A GEMM on a scratch-accumulating path runs in row
 // chunks of acc_rows_ (quant_chunk_rows), so each chunk size is prepared too; the scratch is
 // allocated here (outside capture) the first time a bucket needs it, for the largest N.
+bool CudaEncoder::FuseLayerNormQuant() const {
+  return opt_.quant_fuse_layernorm && LayerNormQuantSupported(cfg_.hidden);
+}
+
 void CudaEncoderContext::PrepareQuant(int Tb) {
   CudaEncoder& e = *enc_;
   LtWorkspace& ws = *ws_;
@@ -480,9 +491,10 @@ void CudaEncoderContext::EnqueueQuantLayer(int l, int Tb, int Sb, int Bb) {
   void* ctx = static_cast<char*>(d_u_) + size_t(Tb) * 3 * H * es;
   const float scale = 1.f / std::sqrt(float(c.head_dim()));
   const int64_t TH = int64_t(Tb) * H;
-  // Fused LayerNorms: the previous layer's LN2 already wrote this layer's QKV input.
-  const bool fuse = e.opt_.quant_fuse_layernorm && LayerNormQuantSupported(H);
-  if (l == 0 || !fuse) QuantizeActivations(dt, d_x_, TH, L.qqkv->x_scale(), q, d_xq_, s);
+  // Fused LayerNorms: the previous layer's LN2 (layer 0: the embedding, Enqueue) already wrote
+  // this layer's QKV input.
+  const bool fuse = e.FuseLayerNormQuant();
+  if (!fuse) QuantizeActivations(dt, d_x_, TH, L.qqkv->x_scale(), q, d_xq_, s);
   if (e.qkv_interleaved_ && !AttentionQuantSupported(dt, c.head_dim())) {
     throw Error("quantised encoder: its QKV weights are stored per head (quant_qkv_group_tokens "
                 "> 0 at creation), which needs the quantised-output attention kernel (attention "

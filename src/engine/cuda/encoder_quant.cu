@@ -31,16 +31,6 @@ __global__ void AbsMaxKernel(const T* __restrict__ x, int64_t n, float* amax) {
   }
 }
 
-// As quant_gemm.cu's quantiser: nearest-even, INT8 clamped to +-127, E4M3 saturating.
-template <bool kFp8>
-__device__ __forceinline__ uint8_t Quantize8(float v) {
-  if constexpr (kFp8) {
-    return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-  } else {
-    return uint8_t(int8_t(max(-127, min(127, __float2int_rn(v)))));
-  }
-}
-
 // One warp per row of H <= 1024 (values in registers): x = LayerNorm(x) * gamma + beta in place
 // (two-pass FP32 statistics) and q = Q(x_rounded / x_scale), x_rounded being the value stored in
 // T, so q equals what a separate quantise pass over the stored x would produce.

@@ -53,6 +53,15 @@ void LayerNorm(DType dtype, const void* x, const void* bias, const void* residua
                const float* gamma, const float* beta, float eps, int rows, int hidden, void* y,
                cudaStream_t stream);
 
+// An optional second output of the embedding: xq = Q(y_stored / x_scale) in 8 bits, rounded as
+// QuantizeActivations rounds (INT8 nearest-even clamped to +-127, or E4M3 saturating), so a
+// quantised encoder's first GEMM input comes from the same pass. xq: [rows, hidden] bytes.
+struct QuantizedCopy {
+  void* xq = nullptr;   // null: no copy
+  float x_scale = 1.f;  // positive and finite
+  bool fp8 = false;     // E4M3, else INT8
+};
+
 // y[t] = LayerNorm(word[ids[t]] + pos[t - cu_seqlens[b(t)]] + type[type_ids[t]]) for t < rows.
 // Tables are in `dtype`; type_ids may be null (all zero). Rows past cu_seqlens[batch] (bucket
 // padding) are embedded as position 0 of nothing: finite values that no sequence reads. Ids and
@@ -62,7 +71,7 @@ void EmbeddingLayerNorm(DType dtype, const int32_t* ids, const int32_t* type_ids
                         const int32_t* cu_seqlens, int batch, int rows, const void* word,
                         int vocab, const void* pos, int max_pos, const void* type, int type_vocab,
                         const float* gamma, const float* beta, float eps, int hidden, void* y,
-                        cudaStream_t stream);
+                        cudaStream_t stream, const QuantizedCopy& quant = {});
 // The same with an INT8 word table (quantised encoders): word_q [vocab, hidden] int8 and
 // word_scale [vocab] FP32, row id's word values being word_scale[id] * word_q[id][i] (in FP32),
 // then summed with the position and type rows (in `dtype`) and normalised exactly as above.
@@ -71,7 +80,7 @@ void EmbeddingLayerNormInt8Word(DType dtype, const int32_t* ids, const int32_t* 
                                 const void* word_q, const float* word_scale, int vocab,
                                 const void* pos, int max_pos, const void* type, int type_vocab,
                                 const float* gamma, const float* beta, float eps, int hidden,
-                                void* y, cudaStream_t stream);
+                                void* y, cudaStream_t stream, const QuantizedCopy& quant = {});
 
 // Multi-head self-attention over packed sequences, softmax in FP32 (max-subtracted).
 // qkv: [rows, 3*heads*head_dim] as Q | K | V; ctx: [rows, heads*head_dim]. `batch` and

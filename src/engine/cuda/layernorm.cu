@@ -6,6 +6,7 @@
 // and no block barriers: one read and one write of the row at full vector width.
 // The embedding sum + LayerNorm follows the same switch (EmbedKernel / EmbedWarpKernel).
 // Both read the whole row before writing any of it, so y may alias x or residual.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -13,6 +14,7 @@
 #include "base/error.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_util.cuh"
+#include "engine/cuda/quant_gemm.h"
 
 namespace hotline::engine::cuda {
 namespace {
@@ -102,11 +104,15 @@ __global__ void EmbedKernel(const int32_t* ids, const int32_t* type_ids, const i
 
 // Variant 1's second half: mean, two-pass variance from the registers, scale, shift and one
 // 16-byte store per vector. `s` is this lane's sum of its elements.
-template <typename T, int NV>
+// kQ (0 none, 1 INT8, 2 E4M3): also yq[i] = Quantize8(y_stored[i] / x_scale), one E-byte store per
+// vector: the bytes a quantise pass over the stored row would write.
+template <typename T, int NV, int kQ = 0>
 __device__ __forceinline__ void WarpNormaliseStore(float (&v)[NV][16 / sizeof(T)], float s,
                                                    const float* gamma, const float* beta,
-                                                   float eps, int hidden, int lane, T* y) {
+                                                   float eps, int hidden, int lane, T* y,
+                                                   uint8_t* yq = nullptr, float x_scale = 1.f) {
   constexpr int E = 16 / sizeof(T);
+  using QVec = std::conditional_t<E == 8, uint64_t, uint32_t>;  // E bytes (E is 4 or 8)
   const int nvec = hidden / E;
   const float mean = WarpSum(s) / hidden;
   float q = 0.f;
@@ -135,18 +141,25 @@ __device__ __forceinline__ void WarpNormaliseStore(float (&v)[NV][16 / sizeof(T)
 #pragma unroll
     for (int e = 0; e < E; ++e) o[e] = FromF<T>((v[i][e] - mean) * rstd * g[e] + b[e]);
     *reinterpret_cast<int4*>(y + idx * E) = *reinterpret_cast<const int4*>(o);
+    if constexpr (kQ != 0) {
+      QVec qv = 0;
+#pragma unroll
+      for (int e = 0; e < E; ++e) qv |= QVec(Quantize8<kQ == 2>(ToF(o[e]) / x_scale)) << (8 * e);
+      *reinterpret_cast<QVec*>(yq + idx * E) = qv;
+    }
   }
 }
 
 // The embedding sum + LayerNorm as variant 1: one warp per token row.
 // WT = int8_t: the word row is E int8 values per vector (an E-byte load), times its row's scale
 // (word_scale), added first as the table's value would be.
-template <typename T, int NV, typename WT = T>
+// kQ: also the row quantised (WarpNormaliseStore), into xq [rows, hidden] bytes.
+template <typename T, int NV, typename WT = T, int kQ = 0>
 __global__ void __launch_bounds__(256)
     EmbedWarpKernel(const int32_t* ids, const int32_t* type_ids, const int32_t* cu, int batch,
                     const WT* word, int vocab, const T* pos, int max_pos, const T* type,
                     int type_vocab, const float* gamma, const float* beta, float eps, int rows,
-                    int hidden, T* y, const float* word_scale = nullptr) {
+                    int hidden, T* y, const float* word_scale, uint8_t* xq, float x_scale) {
   constexpr int E = 16 / sizeof(T);
   constexpr bool kQ8 = std::is_same_v<WT, int8_t>;
   PdlWaitThenTrigger();
@@ -185,7 +198,8 @@ __global__ void __launch_bounds__(256)
       for (int e = 0; e < E; ++e) s += v[i][e];
     }
   }
-  WarpNormaliseStore<T, NV>(v, s, gamma, beta, eps, hidden, lane, y + int64_t(t) * hidden);
+  WarpNormaliseStore<T, NV, kQ>(v, s, gamma, beta, eps, hidden, lane, y + int64_t(t) * hidden,
+                                kQ ? xq + int64_t(t) * hidden : nullptr, x_scale);
 }
 
 // Variant 1: one warp per row, NV 16-byte vectors per lane at most.
@@ -300,18 +314,24 @@ void LayerNorm(DType t, const void* x, const void* bias, const void* residual, c
 namespace {
 
 // The embedding launch for a word table of WT (the activation type, or int8_t with row scales).
+// With quant.xq, the quantised copy is written by the warp kernel in the same pass where it
+// applies, else by a quantise pass over y after the block kernel (the same bytes either way).
 template <bool kQ8>
 void LaunchEmbedding(const char* who, DType t, const int32_t* ids, const int32_t* type_ids,
                      const int32_t* cu_seqlens, int batch, int rows, const void* word,
                      const float* word_scale, int vocab, const void* pos, int max_pos,
                      const void* type, int type_vocab, const float* gamma, const float* beta,
-                     float eps, int hidden, void* y, cudaStream_t s) {
+                     float eps, int hidden, void* y, cudaStream_t s, const QuantizedCopy& quant) {
   CheckHidden(hidden, who);
   if (batch < 1 || rows < 0 || vocab < 1 || max_pos < 1 || type_vocab < 1) {
     throw Error(std::string(who) + ": need batch >= 1, rows >= 0 and non-empty tables, got batch=" +
                 std::to_string(batch) + " rows=" + std::to_string(rows) + " vocab=" +
                 std::to_string(vocab) + " max_pos=" + std::to_string(max_pos) +
                 " type_vocab=" + std::to_string(type_vocab));
+  }
+  if (quant.xq && !(quant.x_scale > 0.f && std::isfinite(quant.x_scale))) {
+    throw Error(std::string(who) + ": the quantised copy needs a positive finite x_scale, got " +
+                std::to_string(quant.x_scale));
   }
   if (rows == 0) return;
   if (!ids || !cu_seqlens || !word || !pos || !type || !gamma || !beta || !y ||
@@ -320,25 +340,37 @@ void LaunchEmbedding(const char* who, DType t, const int32_t* ids, const int32_t
   }
   const size_t smem = size_t(hidden) * sizeof(float);
   const bool warp_variant = GetKernelVariants().layernorm == 1;
+  bool fused = false;
   DispatchDType(t, [&](auto tag) {
     using T = decltype(tag);
     using WT = std::conditional_t<kQ8, int8_t, T>;
     constexpr int E = 16 / sizeof(T);
     if (warp_variant && hidden % E == 0 && hidden <= 1024 && Aligned16(word) && Aligned16(pos) &&
-        Aligned16(type) && Aligned16(y) && Aligned16(gamma) && Aligned16(beta)) {
+        Aligned16(type) && Aligned16(y) && Aligned16(gamma) && Aligned16(beta) &&
+        (!quant.xq || reinterpret_cast<uintptr_t>(quant.xq) % E == 0)) {
       // Plain launch (no PDL): its predecessors in a graph are the host-to-device copies.
       const unsigned grid = unsigned((int64_t(rows) * 32 + 255) / 256);
       const auto* w = static_cast<const WT*>(word);
       const auto* pe = static_cast<const T*>(pos);
       const auto* te = static_cast<const T*>(type);
       auto* out = static_cast<T*>(y);
+      auto* xq = static_cast<uint8_t*>(quant.xq);
+      const int kq = !quant.xq ? 0 : quant.fp8 ? 2 : 1;
+      auto launch = [&](auto nv_tag, auto kq_tag) {
+        constexpr int NV = decltype(nv_tag)::value, KQ = decltype(kq_tag)::value;
+        EmbedWarpKernel<T, NV, WT, KQ><<<grid, 256, 0, s>>>(
+            ids, type_ids, cu_seqlens, batch, w, vocab, pe, max_pos, te, type_vocab, gamma, beta,
+            eps, rows, hidden, out, word_scale, xq, quant.x_scale);
+      };
+      auto with_nv = [&](auto nv_tag) {
+        if (kq == 0) launch(nv_tag, std::integral_constant<int, 0>{});
+        else if (kq == 1) launch(nv_tag, std::integral_constant<int, 1>{});
+        else launch(nv_tag, std::integral_constant<int, 2>{});
+        fused = true;
+      };
       switch ((hidden / E + 31) / 32) {
-#define HL_EMB_CASE(NV)                                                                     \
-  case NV:                                                                                  \
-    EmbedWarpKernel<T, NV, WT><<<grid, 256, 0, s>>>(ids, type_ids, cu_seqlens, batch, w,    \
-                                                    vocab, pe, max_pos, te, type_vocab, gamma, \
-                                                    beta, eps, rows, hidden, out, word_scale); \
-    return;
+#define HL_EMB_CASE(NV) \
+  case NV: with_nv(std::integral_constant<int, NV>{}); return;
         HL_EMB_CASE(1) HL_EMB_CASE(2) HL_EMB_CASE(3) HL_EMB_CASE(4)
         HL_EMB_CASE(5) HL_EMB_CASE(6) HL_EMB_CASE(7) HL_EMB_CASE(8)
 #undef HL_EMB_CASE
@@ -352,6 +384,10 @@ void LaunchEmbedding(const char* who, DType t, const int32_t* ids, const int32_t
         eps, hidden, static_cast<T*>(y), word_scale);
   });
   CUDA_CHECK_LAUNCH();
+  if (quant.xq && !fused) {
+    QuantizeActivations(t, y, int64_t(rows) * hidden, quant.x_scale,
+                        quant.fp8 ? QuantType::kFp8E4M3 : QuantType::kInt8, quant.xq, s);
+  }
 }
 
 }  // namespace
@@ -360,10 +396,10 @@ void EmbeddingLayerNorm(DType t, const int32_t* ids, const int32_t* type_ids,
                         const int32_t* cu_seqlens, int batch, int rows, const void* word,
                         int vocab, const void* pos, int max_pos, const void* type, int type_vocab,
                         const float* gamma, const float* beta, float eps, int hidden, void* y,
-                        cudaStream_t s) {
+                        cudaStream_t s, const QuantizedCopy& quant) {
   LaunchEmbedding<false>("EmbeddingLayerNorm", t, ids, type_ids, cu_seqlens, batch, rows, word,
                          nullptr, vocab, pos, max_pos, type, type_vocab, gamma, beta, eps, hidden,
-                         y, s);
+                         y, s, quant);
 }
 
 void EmbeddingLayerNormInt8Word(DType t, const int32_t* ids, const int32_t* type_ids,
@@ -371,10 +407,10 @@ void EmbeddingLayerNormInt8Word(DType t, const int32_t* ids, const int32_t* type
                                 const void* word_q, const float* word_scale, int vocab,
                                 const void* pos, int max_pos, const void* type, int type_vocab,
                                 const float* gamma, const float* beta, float eps, int hidden,
-                                void* y, cudaStream_t s) {
+                                void* y, cudaStream_t s, const QuantizedCopy& quant) {
   LaunchEmbedding<true>("EmbeddingLayerNormInt8Word", t, ids, type_ids, cu_seqlens, batch, rows,
                         word_q, word_scale, vocab, pos, max_pos, type, type_vocab, gamma, beta,
-                        eps, hidden, y, s);
+                        eps, hidden, y, s, quant);
 }
 
 }  // namespace hotline::engine::cuda

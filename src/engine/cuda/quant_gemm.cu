@@ -20,22 +20,11 @@
 namespace hotline::engine::cuda {
 namespace {
 
-template <bool kFp8>
-__device__ __forceinline__ uint8_t QuantizeOne(float v) {
-  if constexpr (kFp8) {
-    return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-  } else {
-    int q = __float2int_rn(v);
-    q = max(-127, min(127, q));
-    return uint8_t(int8_t(q));
-  }
-}
-
 template <typename T, bool kFp8>
 __global__ void QuantizeKernel(const T* x, int64_t n, float x_scale, uint8_t* xq) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    xq[i] = QuantizeOne<kFp8>(ToF(x[i]) / x_scale);  // IEEE division: the host can replay it
+    xq[i] = Quantize8<kFp8>(ToF(x[i]) / x_scale);  // IEEE division: the host can replay it
   }
 }
 
@@ -51,7 +40,7 @@ __global__ void QuantizeKernel8(const T* __restrict__ x, int64_t n8, float x_sca
     uint64_t out = 0;
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      out |= uint64_t(QuantizeOne<kFp8>(ToF(in.v[j]) / x_scale)) << (8 * j);
+      out |= uint64_t(Quantize8<kFp8>(ToF(in.v[j]) / x_scale)) << (8 * j);
     reinterpret_cast<uint64_t*>(xq)[i] = out;
   }
 }
@@ -82,13 +71,13 @@ uint8_t HostQuantize(float v, QuantType q) {
   return uint8_t(int8_t(r));
 }
 
-// Process-wide choices of the timed algorithm per problem (algorithms depend on the shapes and
-// types only, never on the weights or scale pointers).
-// Tuning choices per process: the timed algorithm and its time (for path()).
+// Process-wide choices per problem (algorithms depend on the shapes and types only, never on the
+// weights or scale pointers): the chosen algorithm, its time and how it was chosen (for path()).
 struct TuneChoice {
   cublasLtMatmulAlgo_t algo;
   float ms = -1.f;
   int candidates = 0;
+  QuantTuneSource source = QuantTuneSource::kTimed;  // how it was first chosen in this process
 };
 std::mutex& TuneMutex() {
   static std::mutex m;
@@ -103,20 +92,33 @@ std::map<std::string, TuneChoice>& TuneMap() {
 // on an H200: the bench's warm-up grew 6.3 s for the 6 problems it searched).
 constexpr int kWideSearchRows = 4096;
 
+// The problem's key in a GemmTuningCache (and so in a timing-cache file): "quant|" keeps it apart
+// from Gemm's keys ("MxNxK ..."). No device ordinal: the file's header already names the GPU
+// model, SM and cuBLASLt version, which is what decides the algorithms, so a file written on
+// device 0 serves an encoder on device 1 of the same model (TuneMap, per process, adds it).
+// A choice made without tuning is kept under its own key ("|heuristic"), never as a tuned one.
 std::string TuneKey(QuantType q, DType out, GemmEpilogue e, int M, int N, int K, bool fused,
                     bool beta_one, bool q_out, WeightScaling sc, bool fast_accum, bool wide,
-                    size_t workspace_bytes) {
-  int dev = 0;
-  cudaGetDevice(&dev);
-  return std::to_string(dev) + "|" + QuantTypeName(q) + "|" + DTypeName(out) + "|" +
+                    bool tune, size_t workspace_bytes) {
+  return std::string("quant|") + QuantTypeName(q) + "|" + DTypeName(out) + "|" +
          GemmEpilogueName(e) + "|" + std::to_string(M) + "x" + std::to_string(N) + "x" +
          std::to_string(K) + (fused ? "|fused" : "|acc") + (beta_one ? "|res" : "") +
          (q_out ? "|e4m3 out" : "") + "|" + WeightScalingName(sc) +
-         (fast_accum ? "|fast accum" : "") + (wide ? "|wide" : "") + "|ws" +
-         std::to_string(workspace_bytes);  // the candidates depend on the workspace allowed
+         (fast_accum ? "|fast accum" : "") + (wide ? "|wide" : "") + (tune ? "" : "|heuristic") +
+         "|ws" + std::to_string(workspace_bytes);  // the candidates depend on the workspace
 }
 
-
+// For GemmTuningCache::Entry::desc (reports; a file's loader rebuilds its own description).
+std::string DescribeQuant(QuantType q, bool fused, const cublasLtMatmulAlgo_t& a) {
+  return std::string("quant ") + QuantTypeName(q) + (fused ? " fused" : " acc") + " algo " +
+         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
+         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
+         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitk " +
+         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + " option " +
+         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION)) + " cluster " +
+         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)) + " swizzle " +
+         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
+}
 
 }  // namespace
 
@@ -131,6 +133,17 @@ WeightScaling ParseWeightScaling(const std::string& name) {
   if (name == "per_channel" || name == "channel") return WeightScaling::kPerChannel;
   throw Error("weight scaling: expected per_tensor or per_channel, got '" + name + "'");
 }
+const char* QuantTuneSourceName(QuantTuneSource s) {
+  switch (s) {
+    case QuantTuneSource::kNone: return "not prepared";
+    case QuantTuneSource::kTimed: return "timed";
+    case QuantTuneSource::kProcess: return "reused";
+    case QuantTuneSource::kCache: return "timing cache";
+    case QuantTuneSource::kHeuristic: return "heuristic, untimed";
+  }
+  return "?";
+}
+
 float QuantMax(QuantType q) { return q == QuantType::kInt8 ? 127.f : 448.f; }
 
 bool QuantTypeSupported(QuantType q) {
@@ -265,7 +278,8 @@ QuantGemm::QuantGemm(const float* weight_kn, int K, int N, const float* bias,
 QuantGemm::QuantGemm(const QuantGemm& parent, int n0, int n)
     : K_(parent.K_), N_(n), epilogue_(parent.epilogue_), q_(parent.q_),
       x_scale_(parent.x_scale_), out_(parent.out_), scaling_(parent.scaling_),
-      fast_accum_(parent.fast_accum_), owner_(false), max_rows_(parent.max_rows_) {
+      fast_accum_(parent.fast_accum_), owner_(false), max_rows_(parent.max_rows_),
+      cache_(parent.cache_), tune_(parent.tune_) {
   if (n0 < 0 || n <= 0 || n0 % 16 || n % 16 || n0 + n > parent.N_) {
     throw Error("QuantGemm view: columns [" + std::to_string(n0) + ", " + std::to_string(n0 + n) +
                 ") must be multiples of 16 within the parent's " + std::to_string(parent.N_));
@@ -488,23 +502,48 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
       cublasLtMatmulPreferenceDestroy(pref);
       if (good) p->algo = res[0].algo;
       // The wide search (KernelVariants::gemm_search), read once: the key and the search agree.
-      const bool wide = fused && !int8 && M >= kWideSearchRows &&
+      // Without tuning (SetTuning): the heuristic's first algorithm that runs, no search.
+      const bool wide = tune_ && fused && !int8 && M >= kWideSearchRows &&
                         GetKernelVariants().gemm_search >= 1;
-      // Same problem timed before (e.g. the same GEMM in another layer): reuse its choice.
       const std::string key = TuneKey(q_, out_, epilogue_, M, N_, K_, fused, beta_one, q_out,
-                                      scaling_, fast_accum_, wide, ws.workspace_bytes());
-      bool cached = false;
+                                      scaling_, fast_accum_, wide, tune_, ws.workspace_bytes());
+      int dev = 0;
+      cudaGetDevice(&dev);
+      const std::string map_key = std::to_string(dev) + "|" + key;
+      auto entry = [&] {  // the choice as the timing cache keeps it
+        GemmTuningCache::Entry e;
+        e.algo = p->algo;
+        e.ms = p->ms;
+        e.candidates = p->candidates;
+        e.desc = DescribeQuant(q_, fused, p->algo);
+        return e;
+      };
+      bool chosen = false;
       if (good) {
+        // Same problem chosen before in this process (e.g. the same GEMM in another layer).
         std::lock_guard<std::mutex> lock(TuneMutex());
-        auto it = TuneMap().find(key);
+        auto it = TuneMap().find(map_key);
         if (it != TuneMap().end()) {
           p->algo = it->second.algo;
           p->ms = it->second.ms;
           p->candidates = it->second.candidates;
-          cached = true;
+          p->source = it->second.source == QuantTuneSource::kHeuristic
+                          ? QuantTuneSource::kHeuristic
+                          : QuantTuneSource::kProcess;
+          chosen = true;
         }
       }
-      if (good && !cached) {
+      if (good && chosen && cache_) {
+        // Chosen for another cache (e.g. another encoder in this process): this cache's file
+        // gets the entry too, so a later process finds every problem this one prepared.
+        GemmTuningCache::Entry e;
+        if (!cache_->Find(key, &e)) cache_->Put(key, entry());
+      }
+      // The timing cache (e.g. loaded from a file): used only once cuBLASLt accepts its
+      // algorithm for this very problem and it runs (checked below).
+      GemmTuningCache::Entry stored;
+      const bool in_cache = good && !chosen && cache_ && cache_->Find(key, &stored);
+      if (good && !chosen) {
         // Time the heuristic's candidates by graph replays on scratch data (random bytes: any
         // pattern is a valid int8; speed does not depend on the values' meaning). A problem
         // none of whose candidates runs is refused here, so Prepare falls back to another path
@@ -529,66 +568,128 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                                 q_out ? xq : yb, p->c, yb, p->d, &algo, ws.workspace(),
                                 ws.workspace_bytes(), st);
         };
+        cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;  // the first failing launch's
+        // One launch on a private stream, waited for: whether the algorithm runs here.
+        auto runs_once = [&](const cublasLtMatmulAlgo_t& algo) {
+          cudaStream_t st = nullptr;
+          if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+          }
+          const cublasStatus_t rs = launch(algo, st);
+          if (rs != CUBLAS_STATUS_SUCCESS && run_status == CUBLAS_STATUS_SUCCESS) run_status = rs;
+          const bool ran = rs == CUBLAS_STATUS_SUCCESS && cudaStreamSynchronize(st) == cudaSuccess;
+          cudaStreamDestroy(st);
+          cudaGetLastError();  // a refused launch leaves a non-sticky error behind
+          return ran;
+        };
         if (cudaMalloc(&xq, size_t(M) * K_) == cudaSuccess &&
             cudaMalloc(&yb, size_t(M) * N_ * out_es) == cudaSuccess) {
           FillRandom(DType::kF16, xq, int64_t(M) * K_ / 2, 0x51u, 1.f, nullptr);
           FillRandom(fused ? out_ : DType::kF32, yb, int64_t(M) * N_, 0x52u, 1.f, nullptr);
           if (cudaDeviceSynchronize() == cudaSuccess) {
-            float best = -1.f;
-            const auto keep = p->algo;
-            std::vector<std::pair<float, cublasLtMatmulAlgo_t>> heuristic;  // timed, ran
-            cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;  // the first failing launch's
-            for (int i = 0; i < n; ++i) {
-              const float ms = TimeInGraph([&](cudaStream_t st) {
-                const cublasStatus_t rs = launch(res[i].algo, st);
-                if (rs != CUBLAS_STATUS_SUCCESS && run_status == CUBLAS_STATUS_SUCCESS)
-                  run_status = rs;
-                return rs == CUBLAS_STATUS_SUCCESS;
-              }, 10, 3);
-              if (ms > 0) {
-                ++p->candidates;
-                heuristic.push_back({ms, res[i].algo});
-              }
-              if (ms > 0 && (best < 0 || ms < best)) {
-                best = ms;
-                p->algo = res[i].algo;
-              }
-            }
-            p->ms = best;
-            if (best > 0 && wide) {
-              // The heuristic offers a handful of configurations; its best is often not the
-              // fastest for our shapes (BERT-base at 8,192 rows on the H200: 1.6-6% per GEMM,
-              // lt_pdl_probe.cu's enumeration). Search around it, as a TensorRT tactic search
-              // does: every tile of its algorithm, then each of the best tiles' (and the
-              // heuristic's two best's) kernel options, cluster shapes and swizzles; each
-              // configuration cuBLASLt accepts for this problem is screened by a short graph
-              // timing and the best few re-timed as the heuristic's were.
-              auto time_algo = [&](const cublasLtMatmulAlgo_t& a, int iters, int reps) {
-                return TimeInGraph(
-                    [&](cudaStream_t st) { return launch(a, st) == CUBLAS_STATUS_SUCCESS; },
-                    iters, reps);
-              };
-              const WideSearchResult w = WideSearch(ws, *p, heuristic, time_algo);
-              p->candidates += w.timed;
-              if (w.ms > 0 && w.ms < best) {
-                best = w.ms;
-                p->ms = w.ms;
-                p->algo = w.algo;
+            if (in_cache) {
+              cublasLtMatmulHeuristicResult_t h{};
+              const bool accepted =
+                  cublasLtMatmulAlgoCheck(ws.handle(), p->desc, p->a, p->b, p->c, p->d,
+                                          &stored.algo, &h) == CUBLAS_STATUS_SUCCESS &&
+                  h.workspaceSize <= ws.workspace_bytes();
+              if (accepted && runs_once(stored.algo)) {
+                p->algo = stored.algo;
+                p->ms = stored.ms;
+                p->candidates = stored.candidates;
+                p->source = QuantTuneSource::kCache;
+                chosen = true;
+              } else {
+                std::fprintf(stderr,
+                             "hotline: QuantGemm: the timing cache's algorithm for %s %s; "
+                             "choosing again\n",
+                             key.c_str(),
+                             accepted ? "failed to run" : "is not accepted for this problem");
+                run_status = CUBLAS_STATUS_SUCCESS;  // the cache's failure is not the problem's
               }
             }
-            if (best < 0) {
+            if (!chosen && !tune_) {
+              // No tuning (EncoderOptions::tune false): the heuristic's first algorithm that
+              // runs, untimed, as Gemm takes its first without timing (one launch each, since
+              // an offered FP8 algorithm may still fail to launch).
+              for (int i = 0; i < n && !chosen; ++i) {
+                if (runs_once(res[i].algo)) {
+                  p->algo = res[i].algo;
+                  p->ms = -1.f;
+                  p->candidates = 0;
+                  p->source = QuantTuneSource::kHeuristic;
+                  chosen = true;
+                }
+              }
+            } else if (!chosen) {
+              float best = -1.f;
+              std::vector<std::pair<float, cublasLtMatmulAlgo_t>> heuristic;  // timed, ran
+              p->candidates = 0;
+              for (int i = 0; i < n; ++i) {
+                const float ms = TimeInGraph([&](cudaStream_t st) {
+                  const cublasStatus_t rs = launch(res[i].algo, st);
+                  if (rs != CUBLAS_STATUS_SUCCESS && run_status == CUBLAS_STATUS_SUCCESS)
+                    run_status = rs;
+                  return rs == CUBLAS_STATUS_SUCCESS;
+                }, 10, 3);
+                if (ms > 0) {
+                  ++p->candidates;
+                  heuristic.push_back({ms, res[i].algo});
+                }
+                if (ms > 0 && (best < 0 || ms < best)) {
+                  best = ms;
+                  p->algo = res[i].algo;
+                }
+              }
+              p->ms = best;
+              if (best > 0 && wide) {
+                // The heuristic offers a handful of configurations; its best is often not the
+                // fastest for our shapes (BERT-base at 8,192 rows on the H200: 1.6-6% per
+                // GEMM, lt_pdl_probe.cu's enumeration). Search around it, as a TensorRT tactic
+                // search does: every tile of its algorithm, then each of the best tiles' (and
+                // the heuristic's two best's) kernel options, cluster shapes and swizzles; each
+                // configuration cuBLASLt accepts for this problem is screened by a short graph
+                // timing and the best few re-timed as the heuristic's were.
+                auto time_algo = [&](const cublasLtMatmulAlgo_t& a, int iters, int reps) {
+                  return TimeInGraph(
+                      [&](cudaStream_t st) { return launch(a, st) == CUBLAS_STATUS_SUCCESS; },
+                      iters, reps);
+                };
+                const WideSearchResult w = WideSearch(ws, *p, heuristic, time_algo);
+                p->candidates += w.timed;
+                if (w.ms > 0 && w.ms < best) {
+                  best = w.ms;
+                  p->ms = w.ms;
+                  p->algo = w.algo;
+                }
+              }
+              p->source = QuantTuneSource::kTimed;
+              chosen = best > 0;
+            }
+            if (!chosen) {
               stage = "every offered algorithm failed to run";
               ok(run_status);  // cuBLASLt's answer to the launch, if it refused one (else a
                                // kernel or graph failure: "no algorithm")
               good = false;
-              p->algo = keep;
             }
           }
         }
         cudaGetLastError();
-        if (good) {
-          std::lock_guard<std::mutex> lock(TuneMutex());
-          TuneMap()[key] = TuneChoice{p->algo, p->ms, p->candidates};
+        if (good && !chosen) {
+          // No scratch for the timing (out of memory): the heuristic's first, untimed, kept
+          // neither here nor in the cache, so a later Prepare chooses again.
+          p->algo = res[0].algo;
+          p->ms = -1.f;
+          p->candidates = 0;
+          p->source = QuantTuneSource::kHeuristic;
+        }
+        if (good && chosen) {
+          {
+            std::lock_guard<std::mutex> lock(TuneMutex());
+            TuneMap()[map_key] = TuneChoice{p->algo, p->ms, p->candidates, p->source};
+          }
+          if (cache_ && p->source != QuantTuneSource::kCache) cache_->Put(key, entry());
         }
       }
     }
@@ -619,7 +720,8 @@ void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t
   }
   // Chosen without holding mu_: the timings take about a second with the wide search, and
   // other contexts' Run on prepared row counts must not wait for them. TryPrepare reads only
-  // what construction and SetQuantisedOutput set, and the process-wide TuneMap under its lock.
+  // what construction, SetQuantisedOutput and SetTuning set, the process-wide TuneMap under its
+  // lock and the (thread-safe) tuning cache.
   Prepared p;
   // cuBLASLt's epilogue covers bias and the tanh GELU; exact GELU and tanh, and a residual after
   // an activation, take our epilogue.
@@ -679,6 +781,30 @@ void QuantGemm::SetQuantisedOutput(float y_scale) {
   CUDA_CHECK(cudaMemcpy(y_scale_inv_, &inv, sizeof(float), cudaMemcpyHostToDevice));
 }
 
+void QuantGemm::SetTuning(GemmTuningCache* cache, bool tune) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!prepared_.empty()) throw Error("QuantGemm::SetTuning: call before Prepare");
+  cache_ = cache;
+  tune_ = tune;
+}
+
+QuantGemm::TuneInfo QuantGemm::Tuning(int M, bool with_residual) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  TuneInfo t;
+  auto it = prepared_.find({M, with_residual});
+  if (it == prepared_.end()) return t;
+  t.source = it->second.source;
+  t.algo = it->second.algo;
+  t.ms = it->second.ms;
+  t.candidates = it->second.candidates;
+  return t;
+}
+
+void QuantGemm::ForgetProcessChoices() {
+  std::lock_guard<std::mutex> lock(TuneMutex());
+  TuneMap().clear();
+}
+
 bool QuantGemm::IsPrepared(int M, bool with_residual) const {
   std::lock_guard<std::mutex> lock(mu_);
   return prepared_.count({M, with_residual}) != 0;
@@ -690,10 +816,11 @@ std::string QuantGemm::path(int M) const {
     auto it = prepared_.find({M, r});
     if (it == prepared_.end()) continue;
     const Prepared& p = it->second;
-    char tail[96];
-    std::snprintf(tail, sizeof(tail), " (algo %d tile %d, %.4f ms of %d)",
+    char tail[128];
+    std::snprintf(tail, sizeof(tail), " (algo %d tile %d, %.4f ms of %d, %s)",
                   AlgoConfig(p.algo, CUBLASLT_ALGO_CONFIG_ID),
-                  AlgoConfig(p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID), p.ms, p.candidates);
+                  AlgoConfig(p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID), p.ms, p.candidates,
+                  QuantTuneSourceName(p.source));
     if (p.fused)
       return std::string(QuantTypeName(q_)) +
              (scaling_ == WeightScaling::kPerTensor ? " cublasLt per-tensor scales"

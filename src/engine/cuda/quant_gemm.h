@@ -49,6 +49,18 @@ bool QuantTypeSupported(QuantType q);
 void QuantizeActivations(DType src, const void* x, int64_t n, float x_scale, QuantType q,
                          void* xq, cudaStream_t stream);
 
+// How a prepared problem's algorithm was chosen (QuantGemm::Tuning, path()).
+enum class QuantTuneSource {
+  kNone,       // not prepared
+  kTimed,      // timed here: the heuristic's candidates (and the wide search where it applies)
+  kProcess,    // the same problem chosen earlier in this process (e.g. the same GEMM in another
+               // layer): reused without timing
+  kCache,      // from the GemmTuningCache (e.g. a timing-cache file): accepted by cuBLASLt for
+               // this problem and run once, not timed
+  kHeuristic,  // no tuning (SetTuning): the heuristic's first algorithm that runs, untimed
+};
+const char* QuantTuneSourceName(QuantTuneSource s);  // "timed", "reused", "timing cache", ...
+
 // How the weights of a QuantGemm are scaled (see above).
 enum class WeightScaling { kPerChannel, kPerTensor };
 const char* WeightScalingName(WeightScaling s);  // "per_channel", "per_tensor"
@@ -77,9 +89,14 @@ class QuantGemm {
 
   // Chooses the path and algorithm for M rows (outside graph capture; may allocate). Times the
   // cuBLASLt heuristic's candidates; fused FP8 GEMMs of 4,096 rows or more also up to 480
-  // configurations around them (KernelVariants::gemm_search; about 1 s). Choices are kept per
-  // process for the same problem. On the fused path the residual is timed in place (C = D), as
-  // the encoders run it.
+  // configurations around them (KernelVariants::gemm_search; about 1 s per problem). Choices are
+  // kept per process for the same problem and, with a tuning cache (SetTuning), in the cache
+  // too (keys "quant|...", saved with the FP16 GEMMs' choices: an encoder's timing-cache file),
+  // so another process on the same GPU model and cuBLASLt takes the choice without timing: after
+  // a per-process miss, a cached algorithm is used once cuBLASLt accepts it for this problem
+  // (cublasLtMatmulAlgoCheck) and one launch of it runs; else (a stale or foreign entry) one
+  // line goes to stderr and the problem is timed as if the entry were absent. On the fused path
+  // the residual is timed in place (C = D), as the encoders run it.
   void Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t stream);
   // y[M, N] (+)= ... from quantised activations xq [M, K]. `acc` is a scratch of at least
   // AccBytes(M) bytes (may be null when AccBytes(M) == 0), private to this stream. residual
@@ -97,6 +114,25 @@ class QuantGemm {
   // (else y is in out_dtype as usual).
   void SetQuantisedOutput(float y_scale);
   bool QuantisedOutput(int M) const;
+
+  // Before any Prepare (a column view takes its parent's at construction): `cache` (may be
+  // null: choices per process only; must outlive this GEMM) is where choices are looked up after
+  // a per-process miss and stored after timing; tune false (EncoderOptions::tune) takes the
+  // heuristic's first algorithm that runs (one check launch each, no timing, no wide search),
+  // kept under its own keys ("|heuristic"). Default: no cache, tuning on.
+  void SetTuning(GemmTuningCache* cache, bool tune);
+  // How (M, with_residual)'s algorithm was chosen: source kNone if unprepared; ms and candidates
+  // as timed (also when taken from the process or the cache; -1 and 0 when untimed).
+  struct TuneInfo {
+    QuantTuneSource source = QuantTuneSource::kNone;
+    cublasLtMatmulAlgo_t algo{};
+    float ms = -1.f;
+    int candidates = 0;
+  };
+  TuneInfo Tuning(int M, bool with_residual) const;
+  // Forgets every process-wide choice (the next Prepare of a problem consults its cache or
+  // times): for tests of the cache and for measuring the search.
+  static void ForgetProcessChoices();
 
   int K() const { return K_; }
   int N() const { return N_; }
@@ -119,6 +155,7 @@ class QuantGemm {
     cublasLtMatmulAlgo_t algo;
     float ms = -1.f;  // timed device time of the chosen algorithm (-1: not timed)
     int candidates = 0;  // configurations timed (the heuristic's and the wide search's)
+    QuantTuneSource source = QuantTuneSource::kNone;
     std::string refused;  // why a preferred (fused) path was refused before this one, if so
   };
   // On refusal, appends why (the step and cuBLASLt's status) to *why.
@@ -147,6 +184,8 @@ class QuantGemm {
   mutable std::mutex mu_;
   std::map<std::pair<int, bool>, Prepared> prepared_;
   int max_rows_;
+  GemmTuningCache* cache_ = nullptr;  // SetTuning; a view's is its parent's
+  bool tune_ = true;
 
  public:
   static constexpr int kMaxRows = 65536;

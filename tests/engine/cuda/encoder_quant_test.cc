@@ -4,7 +4,8 @@
 //   - a quantisation-simulated FP32 reference (quant_reference.h) with the same scales: catches
 //     wrong scales, layouts or epilogues (errors of order 1) beyond the FP16 arithmetic;
 // plus the device calibration against the reference's activation maxima, graph replay,
-// INT8 row chunking (bit-identical: int32 accumulation is exact) and the weight memory.
+// INT8 row chunking (bit-identical: int32 accumulation is exact), the weight memory and the FP8
+// GEMMs' choices through the timing-cache file (a second encoder takes them, same logits).
 //
 // Bounds (normalised error ||got - want|| / ||want|| of the intent and slot logits):
 //   FP8 E4M3 vs FP32 <= 0.15: 3 mantissa bits round each operand by up to 2^-4 (RMS ~3.6%), so
@@ -23,7 +24,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "engine/cuda/encoder_quant.h"
 #include "tests/engine/cuda/quant_reference.h"
@@ -266,6 +273,101 @@ TEST(CudaQuantEncoder, LayerNormQuantMatchesLayerNormThenQuantise) {
                Error);
 }
 
+// The embedding's quantised copy (QuantizedCopy: layer 0's QKV input in the same pass): y
+// against the CPU embedding + LayerNorm, every byte of xq equal to quantising the stored y on the
+// host, for both word tables (the activation type and INT8 with row scales), both LayerNorm
+// variants (variant 1 fuses it; variant 0 quantises after), dtypes and quantisers.
+TEST(CudaQuantEncoder, EmbeddingQuantisedCopyMatchesQuantisingTheStoredRows) {
+  if (!test::HaveGpu("quantised encoder")) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  std::mt19937_64 rng(test::Seed() + 45);
+  const int V = 300, P = 130, TV = 2;
+  for (int variant : {0, 1}) {
+    ScopedKernelVariants vs(variant);
+    for (QuantType q : {QuantType::kInt8, QuantType::kFp8E4M3}) {
+      for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+        for (int H : {768, 100}) {
+          for (int q8_word = 0; q8_word < 2; ++q8_word) {
+            SCOPED_TRACE(std::string(QuantTypeName(q)) + " " + DTypeName(t) + " H=" +
+                         std::to_string(H) + " int8 word table " + std::to_string(q8_word) +
+                         " variant " + std::to_string(variant));
+            const std::vector<int32_t> cu = test::RandomCu(rng, 6, P);
+            const int T = cu.back(), rows = T + 9;  // bucket-padding rows are quantised too
+            std::vector<int32_t> ids(T), types(T);
+            for (auto& i : ids) i = int32_t(rng() % V);
+            for (auto& i : types) i = int32_t(rng() % TV);
+            std::vector<float> word = test::RandomVec(rng, size_t(V) * H, -1.f, 1.f),
+                               pos = test::RandomVec(rng, size_t(P) * H, -1.f, 1.f),
+                               type = test::RandomVec(rng, size_t(TV) * H, -1.f, 1.f),
+                               g = test::RandomVec(rng, H, 0.5f, 1.5f),
+                               b = test::RandomVec(rng, H, -0.5f, 0.5f);
+            // The INT8 table: per-row scales, the reference reading its dequantised values.
+            std::vector<int8_t> wq(word.size());
+            std::vector<float> wsc(V);
+            for (int v = 0; v < V; ++v) {
+              float m = 0.f;
+              for (int i = 0; i < H; ++i) m = std::max(m, std::fabs(word[size_t(v) * H + i]));
+              wsc[v] = m / 127.f;
+              for (int i = 0; i < H; ++i) {
+                const size_t k = size_t(v) * H + i;
+                wq[k] = int8_t(std::nearbyint(word[k] / wsc[v]));
+                if (q8_word) word[k] = wsc[v] * float(wq[k]);
+              }
+            }
+            auto dw = test::Upload(t, word), dp = test::Upload(t, pos), dty = test::Upload(t, type);
+            auto dwq = test::UploadRaw(wq);
+            auto dws = test::UploadF32(wsc);
+            auto dg = test::UploadF32(g), db = test::UploadF32(b);
+            auto dids = test::UploadRaw(ids), dtypes = test::UploadRaw(types);
+            auto dcu = test::UploadRaw(cu);
+            test::DevBuf dy(size_t(rows) * H * DTypeSize(t)), dq(size_t(rows) * H);
+            CUDA_CHECK(cudaMemset(dq.get(), 0x7f, dq.bytes()));
+            const float xs = 4.f / QuantMax(q);
+            const QuantizedCopy qc{dq.get(), xs, q == QuantType::kFp8E4M3};
+            if (q8_word) {
+              EmbeddingLayerNormInt8Word(t, dids->as<int32_t>(), dtypes->as<int32_t>(),
+                                         dcu->as<int32_t>(), 6, rows, dwq->get(), dws->as<float>(),
+                                         V, dp->get(), P, dty->get(), TV, dg->as<float>(),
+                                         db->as<float>(), 1e-12f, H, dy.get(), nullptr, qc);
+            } else {
+              EmbeddingLayerNorm(t, dids->as<int32_t>(), dtypes->as<int32_t>(), dcu->as<int32_t>(),
+                                 6, rows, dw->get(), V, dp->get(), P, dty->get(), TV,
+                                 dg->as<float>(), db->as<float>(), 1e-12f, H, dy.get(), nullptr,
+                                 qc);
+            }
+            CUDA_CHECK(cudaDeviceSynchronize());
+            const std::vector<float> y = test::Download(t, dy.get(), size_t(rows) * H);
+            std::vector<float> want(size_t(T) * H);
+            ref::Embed(ids.data(), types.data(), cu.data(), 6, word.data(), pos.data(),
+                       type.data(), g.data(), b.data(), 1e-12f, H, want.data());
+            EXPECT_LE(ref::RelErr(std::vector<float>(y.begin(), y.begin() + want.size()), want),
+                      test::Tol(t));
+            std::vector<uint8_t> got(y.size());
+            CUDA_CHECK(cudaMemcpy(got.data(), dq.get(), got.size(), cudaMemcpyDeviceToHost));
+            int bad = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+              uint8_t e;
+              if (q == QuantType::kInt8) {
+                e = uint8_t(int8_t(std::max(-127.f, std::min(127.f, std::nearbyint(y[i] / xs)))));
+              } else {
+                e = uint8_t(__nv_cvt_float_to_fp8(y[i] / xs, __NV_SATFINITE, __NV_E4M3));
+              }
+              bad += got[i] != e;
+            }
+            EXPECT_EQ(bad, 0);
+            // A scale that is not positive and finite is refused before any launch.
+            const QuantizedCopy bad_scale{dq.get(), 0.f, false};
+            EXPECT_THROW(EmbeddingLayerNorm(t, dids->as<int32_t>(), nullptr, dcu->as<int32_t>(),
+                                            6, rows, dw->get(), V, dp->get(), P, dty->get(), TV,
+                                            dg->as<float>(), db->as<float>(), 1e-12f, H, dy.get(),
+                                            nullptr, bad_scale),
+                         Error);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaQuantEncoder, Int8RowChunksAreBitIdenticalAndBadScalesAreRefused) {
   if (!test::HaveGpu("quantised encoder")) GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
   std::mt19937_64 rng(test::Seed() + 42);
@@ -305,6 +407,97 @@ TEST(CudaQuantEncoder, Int8RowChunksAreBitIdenticalAndBadScalesAreRefused) {
   EXPECT_THROW(cw->SetCalibration(true), Error);
   EXPECT_THROW(ScalesFromAmax({1.f, NAN}, EncoderQuant::kInt8), Error);
   EXPECT_THROW(ParseEncoderQuant("int4"), Error);
+}
+
+// The FP8 encoder's quantised GEMM choices in its timing-cache file (EncoderOptions::
+// timing_cache; QuantGemm::SetTuning on every QuantGemm the encoder makes): a 4,096-token batch
+// (32 x 128: GEMMs of 4,096 rows, where the fused FP8 GEMMs run the wide search) on a fresh
+// process's choices (ForgetProcessChoices) is timed, and the file then holds "quant|" entries,
+// among them 4,096-row ones; a second encoder with the same file, after the process forgets its
+// choices again (as a new process), takes every quantised GEMM's choice from the file (path:
+// "timing cache"), adds nothing to the file (nothing timed), and gives the same logits bit for
+// bit (the same algorithms on the same data) within the bound of the CPU simulation of the same
+// quantisation (0.08, as Fp8AndInt8MatchFp32WithinQuantisationError).
+TEST(CudaQuantEncoder, Fp8TimingCacheFileKeepsTheQuantGemmChoices) {
+  if (!test::HaveGpu("quantised encoder")) {
+    GTEST_SKIP() << "no CUDA device: quantised encoder not tested";
+  }
+  if (!QuantTypeSupported(QuantType::kFp8E4M3)) {
+    GTEST_SKIP() << "no FP8 on this GPU (Fp8AndInt8MatchFp32WithinQuantisationError checks the "
+                    "refusal)";
+  }
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("hotline_quant_encoder_cache_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "timing.cache").string();
+  auto read = [&] {
+    std::ifstream in(file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  std::mt19937_64 rng(test::Seed() + 43);
+  const EncoderConfig c = test::SmallQuantConfig();
+  const EncoderWeights w = EncoderWeights::Random(c, rng());
+  const std::vector<float> amax = CalibrateEncoderAmax(
+      c, w, QuantEncoderOptions(EncoderQuant::kNone, {}),
+      RandomEncoderBatches(c, 2, 8, 128, rng()));
+  const std::vector<float> scales = ScalesFromAmax(amax, EncoderQuant::kFp8);
+  std::vector<int32_t> cu(33);
+  for (int i = 0; i <= 32; ++i) cu[i] = 128 * i;
+  const EncoderBatch b = test::RandomBatch(rng, c, cu);
+  EncoderOptions o = QuantEncoderOptions(EncoderQuant::kFp8, scales, 32);
+  o.timing_cache = file;
+
+  QuantGemm::ForgetProcessChoices();
+  EncoderOutputs first, second;
+  {
+    auto enc = CudaEncoder::Create(c, w, o);
+    enc->CreateContext()->Run(b.ids.data(), b.types.data(), b.cu.data(), 32, &first);
+    for (const auto& p : enc->QuantPaths(4096)) {
+      std::printf("  first: %s\n", p.c_str());
+      EXPECT_NE(p.find(", timed)"), std::string::npos) << p;
+    }
+  }
+  const std::string text = read();
+  ASSERT_EQ(text.rfind("hotline-gemm-cache ", 0), 0u) << text.substr(0, 200);
+  int quant_lines = 0, rows_4096 = 0;
+  {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("quant|fp8_e4m3|", 0) != 0) continue;
+      ++quant_lines;
+      rows_4096 += line.find("|4096x") != std::string::npos;
+    }
+  }
+  std::printf("timing cache: %d quantised GEMM entries, %d of 4,096 rows\n", quant_lines,
+              rows_4096);
+  EXPECT_GE(rows_4096, 4);  // QKV, attention output, FFN1, FFN2 at 4,096 rows
+  EXPECT_GE(quant_lines, rows_4096);
+
+  QuantGemm::ForgetProcessChoices();
+  {
+    auto enc = CudaEncoder::Create(c, w, o);
+    enc->CreateContext()->Run(b.ids.data(), b.types.data(), b.cu.data(), 32, &second);
+    for (const auto& p : enc->QuantPaths(4096)) {
+      std::printf("  second: %s\n", p.c_str());
+      EXPECT_NE(p.find(", timing cache)"), std::string::npos) << p;
+    }
+  }
+  EXPECT_EQ(read(), text);  // nothing timed, nothing added
+  EXPECT_EQ(first.intent_logits, second.intent_logits);
+  EXPECT_EQ(first.slot_logits, second.slot_logits);
+  const ref::EncoderResult sim =
+      ref::QuantEncoder(c, w, scales, QuantType::kFp8E4M3, true, b.ids, b.types, b.cu, nullptr);
+  const double ei = ref::RelErr(second.intent_logits, sim.intent_logits);
+  const double es = ref::RelErr(second.slot_logits, sim.slot_logits);
+  std::printf("fp8 encoder from the timing cache vs simulation: intent %.4f slot %.4f\n", ei, es);
+  EXPECT_LE(ei, 0.08);
+  EXPECT_LE(es, 0.08);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 }  // namespace

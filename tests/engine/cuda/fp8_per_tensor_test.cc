@@ -22,6 +22,9 @@
 //      rounding (<= 0.08, as encoder_quant_test.cc bounds per channel), no worse than per
 //      channel, and the same (bit-identical expected, 1e-3 asserted) with the attention fusion
 //      on and off.
+//   4. QuantGemm's choices through a timing-cache file (GemmTuningCache, QuantGemm::SetTuning) at
+//      4,096 rows: saved, loaded, taken without timing and computing the same bytes; a foreign
+//      entry refused and timed again; no tuning takes the heuristic's first, untimed.
 // Skips loudly when no CUDA device is present.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -31,6 +34,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "engine/cuda/encoder_quant.h"
 #include "tests/engine/cuda/quant_reference.h"
@@ -417,6 +427,192 @@ TEST(CudaFp8PerTensor, EncoderPerTensorAgreesWithFp16AndTheSimulation) {
     for (int k = 0; k < c.n_intents; ++k) s += pt.intent_probs[size_t(i) * c.n_intents + k];
     EXPECT_NEAR(s, 1.0, 1e-4);
   }
+}
+
+// Reads a whole text file (the timing cache as saved).
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool SameAlgo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) {
+  return std::memcmp(&a, &b, sizeof(a)) == 0;
+}
+
+// QuantGemm's choices in the timing cache (QuantGemm::SetTuning, a GemmTuningCache file), at
+// 4,096 rows (where the fused FP8 path runs the wide search, ~1 s), per channel and per tensor:
+//   - the first GEMM times (source "timed") and its cache then holds exactly one entry, a
+//     "quant|" key naming 4096x768x768, which Save writes and Load reads back with the same
+//     algorithm bytes, candidate count and time (6 digits as written);
+//   - after the process forgets its choices (as a new process starts), a second GEMM with the
+//     loaded cache takes the file's choice without timing (source "timing cache", the file's
+//     candidate count, the same algorithm, nothing added to the cache) and computes the same
+//     output bytes as the first (same algorithm, same data; an in-place split-K reduction would
+//     not be bit-stable: then 1e-3) and matches the CPU reference of the dequantised operands
+//     (5e-3, as GemmMatchesDequantisedAndFp32References bounds it);
+//   - a third GEMM in the same process reuses the process's choice (source "reused");
+//   - an entry cuBLASLt does not accept for this problem (an FP16 algorithm stored under the
+//     FP8 problem's key, saved and loaded) is not used: the GEMM times again and replaces it,
+//     and still matches the reference;
+//   - without tuning (SetTuning(cache, false)) the heuristic's first algorithm runs untimed
+//     (ms -1, 0 candidates), under its own "|heuristic" key, and matches the reference.
+TEST(CudaFp8PerTensor, QuantGemmChoicesPersistInTheTimingCacheFile) {
+  if (!test::HaveGpu("quant timing cache")) GTEST_SKIP() << "no CUDA device";
+  if (!QuantTypeSupported(QuantType::kFp8E4M3)) {
+    GTEST_SKIP() << "no FP8 on this GPU (GemmMatchesDequantisedAndFp32References checks the "
+                    "refusal)";
+  }
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("hotline_quant_timing_cache_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "timing.cache").string();
+  const std::string foreign_file = (dir / "foreign.cache").string();
+  std::mt19937_64 rng(test::Seed() + 91);
+  const int M = 4096, K = 768, N = 768;
+  std::vector<float> w = test::RandomVec(rng, size_t(K) * N, -0.06f, 0.06f);
+  std::vector<float> bias = test::RandomVec(rng, N, -0.5f, 0.5f);
+  std::vector<float> x = test::RandomVec(rng, size_t(M) * K, -2.f, 2.f);
+  auto dx = test::Upload(DType::kF16, x);
+  const float xs = 2.f / 224;
+  LtWorkspace ws;
+  test::DevBuf xq(size_t(M) * K), y1(size_t(M) * N * 2), y2(size_t(M) * N * 2);
+  test::DevBuf acc(size_t(M) * N * 4);  // the largest scratch any path needs
+  QuantizeActivations(DType::kF16, dx->get(), int64_t(M) * K, xs, QuantType::kFp8E4M3, xq.get(),
+                      nullptr);
+  std::vector<float> xd(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xd[i] = ref::QDQ(x[i], xs, QuantType::kFp8E4M3);
+  auto run = [&](QuantGemm& g, const test::DevBuf& y) {
+    g.Run(xq.get(), M, y.get(), nullptr, acc.get(), ws, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return test::Download(DType::kF16, y.get(), size_t(M) * N);
+  };
+  // An FP16 algorithm: a valid cuBLASLt algorithm, but not one for an FP8 problem.
+  cublasLtMatmulAlgo_t fp16_algo;
+  {
+    int ids[4], n = 0;
+    ASSERT_EQ(cublasLtMatmulAlgoGetIds(ws.handle(), CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F,
+                                       CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, 4, ids, &n),
+              CUBLAS_STATUS_SUCCESS);
+    ASSERT_GT(n, 0);
+    ASSERT_EQ(cublasLtMatmulAlgoInit(ws.handle(), CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F,
+                                     CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, ids[0], &fp16_algo),
+              CUBLAS_STATUS_SUCCESS);
+  }
+
+  for (WeightScaling sc : {WeightScaling::kPerChannel, WeightScaling::kPerTensor}) {
+    SCOPED_TRACE(WeightScalingName(sc));
+    const std::vector<float> wd = sc == WeightScaling::kPerTensor
+                                      ? ref::QDQWeightsPerTensor(w, QuantType::kFp8E4M3)
+                                      : ref::QDQWeights(w, K, N, QuantType::kFp8E4M3);
+    const std::vector<float> want = RefGemm(xd, wd, bias, nullptr, M, K, N, GemmEpilogue::kBias);
+    auto make = [&](GemmTuningCache* cache, bool tune) {
+      auto g = std::make_unique<QuantGemm>(w.data(), K, N, bias.data(), GemmEpilogue::kBias,
+                                           QuantType::kFp8E4M3, xs, DType::kF16, M, sc);
+      g->SetTuning(cache, tune);
+      g->Prepare(M, false, ws, nullptr);
+      std::printf("  %s: %s\n", WeightScalingName(sc), g->path(M).c_str());
+      return g;
+    };
+
+    // 1. Timed, stored, saved.
+    QuantGemm::ForgetProcessChoices();
+    GemmTuningCache c1;
+    auto g1 = make(&c1, true);
+    const QuantGemm::TuneInfo t1 = g1->Tuning(M, false);
+    EXPECT_EQ(t1.source, QuantTuneSource::kTimed);
+    EXPECT_GT(t1.candidates, 0);
+    EXPECT_GT(t1.ms, 0.f);
+    EXPECT_THROW(g1->SetTuning(nullptr, true), Error);  // only before Prepare
+    ASSERT_EQ(c1.size(), 1u);
+    const auto snap1 = c1.Snapshot();
+    const std::string key = snap1.begin()->first;
+    EXPECT_EQ(key.rfind("quant|fp8_e4m3|", 0), 0u) << key;
+    EXPECT_NE(key.find("|4096x768x768|"), std::string::npos) << key;
+    EXPECT_EQ(key.find("heuristic"), std::string::npos) << key;
+    EXPECT_TRUE(SameAlgo(snap1.begin()->second.algo, t1.algo));
+    c1.Save(file);
+    const std::string text = ReadText(file);
+    EXPECT_EQ(text.rfind("hotline-gemm-cache ", 0), 0u);
+    EXPECT_NE(text.find("\n" + key + "\t"), std::string::npos) << text;
+    const std::vector<float> out1 = run(*g1, y1);
+    EXPECT_LE(ref::RelErr(out1, want), 5e-3);
+
+    // 2. A "new process": the choice comes from the file, untimed, and computes the same.
+    QuantGemm::ForgetProcessChoices();
+    GemmTuningCache c2;
+    ASSERT_TRUE(c2.Load(file));
+    ASSERT_EQ(c2.size(), 1u);
+    GemmTuningCache::Entry e2;
+    ASSERT_TRUE(c2.Find(key, &e2));
+    EXPECT_TRUE(SameAlgo(e2.algo, t1.algo));
+    EXPECT_EQ(e2.candidates, t1.candidates);
+    EXPECT_NEAR(e2.ms, t1.ms, 1e-5 * t1.ms);
+    auto g2 = make(&c2, true);
+    const QuantGemm::TuneInfo t2 = g2->Tuning(M, false);
+    EXPECT_EQ(t2.source, QuantTuneSource::kCache);
+    EXPECT_EQ(t2.candidates, t1.candidates);
+    EXPECT_TRUE(SameAlgo(t2.algo, t1.algo));
+    EXPECT_NE(g2->path(M).find("timing cache"), std::string::npos);
+    EXPECT_EQ(g2->Fused(M, false), g1->Fused(M, false));
+    EXPECT_EQ(c2.size(), 1u);
+    const std::vector<float> out2 = run(*g2, y2);
+    const bool inplace_splitk =
+        AlgoConfig(t1.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1 &&
+        AlgoConfig(t1.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) ==
+            int(CUBLASLT_REDUCTION_SCHEME_INPLACE);
+    if (inplace_splitk) {
+      EXPECT_LE(ref::RelErr(out2, out1), 1e-3);
+    } else {
+      EXPECT_EQ(std::memcmp(out1.data(), out2.data(), out1.size() * sizeof(float)), 0)
+          << "the same algorithm on the same data gave other bytes";
+    }
+    EXPECT_LE(ref::RelErr(out2, want), 5e-3);
+
+    // 3. The same problem again in this process: the process-wide choice.
+    auto g3 = make(nullptr, true);
+    EXPECT_EQ(g3->Tuning(M, false).source, QuantTuneSource::kProcess);
+    EXPECT_TRUE(SameAlgo(g3->Tuning(M, false).algo, t1.algo));
+
+    // 4. An entry cuBLASLt refuses for this problem: timed again, replaced, still right.
+    {
+      GemmTuningCache foreign;
+      GemmTuningCache::Entry bad = e2;
+      bad.algo = fp16_algo;
+      foreign.Put(key, bad);
+      foreign.Save(foreign_file);
+    }
+    QuantGemm::ForgetProcessChoices();
+    GemmTuningCache c4;
+    ASSERT_TRUE(c4.Load(foreign_file));
+    auto g4 = make(&c4, true);
+    const QuantGemm::TuneInfo t4 = g4->Tuning(M, false);
+    EXPECT_EQ(t4.source, QuantTuneSource::kTimed);
+    EXPECT_GT(t4.candidates, 0);
+    EXPECT_FALSE(SameAlgo(t4.algo, fp16_algo));
+    GemmTuningCache::Entry e4;
+    ASSERT_TRUE(c4.Find(key, &e4));
+    EXPECT_TRUE(SameAlgo(e4.algo, t4.algo));
+    EXPECT_LE(ref::RelErr(run(*g4, y2), want), 5e-3);
+
+    // 5. No tuning: the heuristic's first algorithm, untimed, under its own key.
+    QuantGemm::ForgetProcessChoices();
+    GemmTuningCache c5;
+    auto g5 = make(&c5, false);
+    const QuantGemm::TuneInfo t5 = g5->Tuning(M, false);
+    EXPECT_EQ(t5.source, QuantTuneSource::kHeuristic);
+    EXPECT_EQ(t5.candidates, 0);
+    EXPECT_EQ(t5.ms, -1.f);
+    ASSERT_EQ(c5.size(), 1u);
+    const std::string hkey = c5.Snapshot().begin()->first;
+    EXPECT_NE(hkey.find("|heuristic"), std::string::npos) << hkey;
+    EXPECT_EQ(hkey.find("|wide"), std::string::npos) << hkey;
+    EXPECT_LE(ref::RelErr(run(*g5, y2), want), 5e-3);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 }  // namespace
