@@ -16,6 +16,7 @@
 # There: bash scripts/device-g3.sh [--no-tests] [--no-bench] [--no-a2] [--peers]
 #        VARIANTS=fp8,fp8_exact,... QUANT=fp8,int8 FP8_ALT_FLAGS="--fp8-fast-accum-max-k 0"
 #        A2_RUNS="fp8_default fp8_alt int8_default" (the default: all three)
+#        BENCH_ARGS="--timing-cache FILE" (more arguments for the bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE_DIR=${BUNDLE_DIR:-bundle-cuda}
@@ -58,8 +59,10 @@ if [ $bench = 1 ]; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
     --format=csv -lms 100 >"$OUT/clocks.csv" 2>&1 &
   smi=$!
+  # shellcheck disable=SC2086
   $HL/run hotline_cuda_bench --models base --quant "$QUANT" --variants "$VARIANTS" --profile \
-    --target-s 0.6 --out "$OUT/g3.json" >$HL/bench.log 2>&1 || echo "bench failed" | tee -a $summary
+    --target-s 0.6 --out "$OUT/g3.json" ${BENCH_ARGS:-} >$HL/bench.log 2>&1 ||
+    echo "bench failed" | tee -a $summary
   kill $smi 2>/dev/null
   cat $HL/bench.log >>"$LOG"
   awk -F', ' 'NR > 1 && $2 + 0 > 0 { n++; c += $2; if (min == "" || $2 + 0 < min) min = $2 + 0;
