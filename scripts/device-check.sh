@@ -48,15 +48,16 @@ if [ "${1:-}" = "--pack" ]; then
   done
   # Stripped copies, and the archive recompressed with xz -9 (a 64 MiB dictionary): every
   # binary carries the same ~12 MB of kernels, which the default 8 MiB dictionary cannot see
-  # twice (42 MB -> 19 MB; the device tool carries at most 64 MiB with the tree).
+  # twice (42 MB -> 20 MB; the device tool carries at most 64 MiB with the tree).
   strip_dir=$(mktemp -d)
+  re=$(mktemp -d)
+  trap 'rm -rf "$strip_dir" "$re"' EXIT
   for b in "$cuda/cuda_kernels_test" "$cuda/cuda_encoder_test" "$cuda/hotline_cuda_bench" \
            "$cuda/cuda_backend_test" "${optional[@]}" "$build/hotline" \
            "$build/bench/hotline_batcher_bench"; do
     cp "$b" "$strip_dir/" && strip --strip-unneeded "$strip_dir/$(basename "$b")" || exit 1
   done
   /work/shared/tools/device-bundle "$BUNDLE_DIR/cuda.tar.xz" "$strip_dir"/* || exit 1
-  re=$(mktemp -d)
   tar -C "$re" -xJf "$BUNDLE_DIR/cuda.tar.xz" &&
     tar -C "$re" -cf - . | xz -9 -T1 >"$BUNDLE_DIR/cuda.tar.xz.new" &&
     mv "$BUNDLE_DIR/cuda.tar.xz.new" "$BUNDLE_DIR/cuda.tar.xz" || exit 1

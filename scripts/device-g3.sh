@@ -56,7 +56,8 @@ if [ $bench = 1 ]; then
   section bench
   # The SM clock, power and temperature every 100 ms while the bench runs (clocks.csv): whether
   # the GPU holds its clock under the FP8 GEMMs' load (PERF_NOTES: the in-sequence GEMM gap).
-  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  # (power.draw is a one-second average; power.draw.instant, last, the momentary draw.)
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active,power.draw.instant \
     --format=csv -lms 100 >"$OUT/clocks.csv" 2>&1 &
   smi=$!
   # shellcheck disable=SC2086

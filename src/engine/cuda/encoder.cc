@@ -22,7 +22,7 @@ void CheckSize(const std::vector<float>& v, size_t want, const std::string& name
   }
 }
 
-// Carves aligned pieces out of one allocation.
+// Words rounded up to whole 16-byte units (4 words).
 size_t R4(size_t words) { return (words + 3) / 4 * 4; }
 
 // Words of the packed staging regions for any bucket up to T tokens and B sequences
@@ -33,6 +33,7 @@ size_t StagingOutWords(size_t T, size_t B, size_t n_intents, size_t n_slots) {
   return 2 * R4(B * n_intents) + R4(B) + R4(T * n_slots) + R4(T);
 }
 
+// Carves aligned pieces out of one allocation.
 struct Carver {
   char* base;
   size_t off = 0;
@@ -172,7 +173,7 @@ std::shared_ptr<CudaEncoder> CudaEncoder::Create(const EncoderConfig& config,
   CUDA_CHECK(cudaSetDevice(options.device));
   std::shared_ptr<CudaEncoder> enc(new CudaEncoder(config, options));
   if (!options.timing_cache.empty()) enc->cache_.Load(options.timing_cache);
-  enc->cache_saved_size_ = enc->cache_.size();
+  enc->cache_saved_gen_ = enc->cache_.generation();
   enc->Upload(weights);
   return enc;
 }
@@ -313,9 +314,12 @@ std::map<std::string, std::string> CudaEncoder::TuningReport() const {
 }
 
 void CudaEncoder::SaveCacheIfGrown() {
-  if (opt_.timing_cache.empty() || cache_.size() == cache_saved_size_) return;
+  if (opt_.timing_cache.empty()) return;
+  std::lock_guard<std::mutex> lock(cache_save_mu_);
+  const uint64_t g = cache_.generation();
+  if (g == cache_saved_gen_) return;
   cache_.Save(opt_.timing_cache);
-  cache_saved_size_ = cache_.size();
+  cache_saved_gen_ = g;
 }
 
 std::unique_ptr<CudaEncoderContext> CudaEncoder::CreateContext() {
@@ -389,7 +393,7 @@ CudaEncoderContext::CudaEncoderContext(std::shared_ptr<CudaEncoder> enc) : enc_(
 
 void CudaEncoderContext::PointStaging(int Tb, int Bb) {
   const EncoderConfig& c = enc_->cfg_;
-  // Offsets in 4-byte words, each array starting 16-byte aligned (R rounds up to 4 words).
+  // Offsets in 4-byte words, each array starting 16-byte aligned (R4 rounds up to 4 words).
   size_t w = 0;
   auto in = [&](size_t words) {
     int32_t* p = d_in_ + w;

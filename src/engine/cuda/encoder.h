@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -173,7 +174,8 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   EncoderConfig cfg_;
   EncoderOptions opt_;
   GemmTuningCache cache_;
-  size_t cache_saved_size_ = 0;
+  uint64_t cache_saved_gen_ = 0;  // cache_.generation() at the last save (or the load)
+  std::mutex cache_save_mu_;      // one saver at a time (contexts prepare concurrently)
   void* word_ = nullptr;       // [vocab, H] in dtype, or int8 when word_scale_ is set
   float* word_scale_ = nullptr;  // quantised encoders: per-row FP32 scales of the INT8 table
   void* pos_ = nullptr;

@@ -396,13 +396,13 @@ void CudaEncoderContext::RecordAmax(const void* x, int64_t n, int slot) {
   AbsMaxAccumulate(enc_->opt_.dtype, x, n, d_amax_ + slot, stream_);
 }
 
-// Prepares the quantised GEMMs for Tb rows. A GEMM on a scratch-accumulating path runs in row
-// chunks of acc_rows_ (quant_chunk_rows), so each chunk size is prepared too; the scratch is
-// allocated here (outside capture) the first time a bucket needs it, for the largest N.
 bool CudaEncoder::FuseLayerNormQuant() const {
   return opt_.quant_fuse_layernorm && LayerNormQuantSupported(cfg_.hidden);
 }
 
+// Prepares the quantised GEMMs for Tb rows. A GEMM on a scratch-accumulating path runs in row
+// chunks of acc_rows_ (quant_chunk_rows), so each chunk size is prepared too; the scratch is
+// allocated here (outside capture) the first time a bucket needs it, for the largest N.
 void CudaEncoderContext::PrepareQuant(int Tb) {
   CudaEncoder& e = *enc_;
   LtWorkspace& ws = *ws_;

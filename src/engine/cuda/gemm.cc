@@ -6,7 +6,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <string>
+#include <thread>
+
+#include <unistd.h>
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.h"
@@ -158,6 +163,12 @@ bool GemmTuningCache::Find(const std::string& key, Entry* out) const {
 void GemmTuningCache::Put(const std::string& key, const Entry& e) {
   std::lock_guard<std::mutex> lock(mu_);
   entries_[key] = e;
+  ++generation_;
+}
+
+uint64_t GemmTuningCache::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
 }
 
 size_t GemmTuningCache::size() const {
@@ -197,9 +208,22 @@ bool GemmTuningCache::Load(const std::string& path) {
       continue;
     e.small_fused = fused != 0;
     if (hex.size() != sizeof(e.algo) * 2) continue;
+    // By hand: a line that is not hex is skipped like any other malformed line (std::stoi
+    // would throw out of the encoder's creation).
+    auto nibble = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0'
+             : c >= 'a' && c <= 'f' ? c - 'a' + 10
+             : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                    : -1;
+    };
     auto* bytes = reinterpret_cast<unsigned char*>(&e.algo);
-    for (size_t k = 0; k < sizeof(e.algo); ++k)
-      bytes[k] = static_cast<unsigned char>(std::stoi(hex.substr(2 * k, 2), nullptr, 16));
+    bool hex_ok = true;
+    for (size_t k = 0; k < sizeof(e.algo) && hex_ok; ++k) {
+      const int hi = nibble(hex[2 * k]), lo = nibble(hex[2 * k + 1]);
+      hex_ok = hi >= 0 && lo >= 0;
+      bytes[k] = static_cast<unsigned char>(hex_ok ? hi * 16 + lo : 0);
+    }
+    if (!hex_ok) continue;
     e.desc = e.small_kslice  ? "small_async k" + std::to_string(e.small_kslice)
              : e.small_splits ? SmallDesc(e.small_splits, e.small_fused)
                               : Describe(e.algo);
@@ -207,11 +231,15 @@ bool GemmTuningCache::Load(const std::string& path) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [k, e] : loaded) entries_[k] = e;
+  ++generation_;
   return true;
 }
 
 void GemmTuningCache::Save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
+  // A name of this process and thread: two savers of one file never share the temporary (the
+  // last rename wins, each file whole).
+  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." +
+                          std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
   {
     std::ofstream out(tmp);
     if (!out) throw Error("cannot write GEMM timing cache " + tmp, Code::kPermissionDenied);

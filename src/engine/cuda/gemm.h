@@ -116,6 +116,9 @@ class GemmTuningCache {
   bool Find(const std::string& key, Entry* out) const;
   void Put(const std::string& key, const Entry& e);
   size_t size() const;
+  // Counts changes (Put, Load): a holder saves its file when this moved since its last save,
+  // also when an entry was replaced (e.g. a cached algorithm refused and timed again).
+  uint64_t generation() const;
   std::map<std::string, Entry> Snapshot() const;
   // Text file: one line per entry, with a header naming the GPU and cuBLASLt version; a file
   // written for another GPU or library version is ignored (returns false), never misused.
@@ -126,6 +129,7 @@ class GemmTuningCache {
  private:
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
+  uint64_t generation_ = 0;
 };
 
 class Gemm {

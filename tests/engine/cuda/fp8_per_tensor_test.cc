@@ -465,9 +465,8 @@ TEST(CudaFp8PerTensor, QuantGemmChoicesPersistInTheTimingCacheFile) {
                     "refusal)";
   }
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() /
-                       ("hotline_quant_timing_cache_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const test::ScopedTempDir tmp("hotline_quant_timing_cache");  // removed also on ASSERTs
+  const fs::path& dir = tmp.path();
   const std::string file = (dir / "timing.cache").string();
   const std::string foreign_file = (dir / "foreign.cache").string();
   std::mt19937_64 rng(test::Seed() + 91);
@@ -611,8 +610,6 @@ TEST(CudaFp8PerTensor, QuantGemmChoicesPersistInTheTimingCacheFile) {
     EXPECT_EQ(hkey.find("|wide"), std::string::npos) << hkey;
     EXPECT_LE(ref::RelErr(run(*g5, y2), want), 5e-3);
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/kernels.h"
@@ -114,5 +117,27 @@ inline std::vector<int32_t> RandomCu(std::mt19937_64& rng, int batch, int max_le
   }
   return cu;
 }
+
+// A fresh folder under the temp directory (anything a crashed earlier run of the same pid left
+// there removed first), removed again when the scope ends, also when an ASSERT leaves the test.
+class ScopedTempDir {
+ public:
+  explicit ScopedTempDir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace hotline::engine::cuda::test
