@@ -119,8 +119,8 @@ bool AttentionHasFastPath(DType dtype, int head_dim);
 //              algorithm, then kernel options x cluster shapes x swizzles on the best three tiles
 //              and the heuristic's best two; at most 480 screened, about 1 s per GEMM shape and
 //              row count on an H200). Read when a QuantGemm prepares a row count, not per
-//              launch: prepared GEMMs keep their choice (per process; not in the timing cache
-//              file). Never INT8.
+//              launch: prepared GEMMs keep their choice (per process, and in the encoder's
+//              timing cache file: a later process reuses it untimed). Never INT8.
 struct KernelVariants {
   int layernorm = 1;
   int attention = 2;
