@@ -536,34 +536,10 @@ nlohmann::json Measure(const std::string& label, const hc::EncoderConfig& c,
     for (const auto& p : enc->QuantPaths(8192)) std::printf("  %s 128x64 %s\n", label.c_str(),
                                                           p.c_str());
   }
-  // GEMM time of one 128x64 batch from the tuned choices (layer GEMMs x layers): this
-  // encoder's own four layer GEMMs at 8,192 rows (the cache may hold other encoders' entries,
-  // e.g. loaded from --timing-cache): the quantised ones from their prepared paths, the
-  // unquantised ones from their keys (shape and dtype).
-  double gemm_ms = 0;
-  auto ms_of = [](const std::string& v) {  // "... 0.0266 ms of 382 ..."
-    const auto pos = v.rfind(" ms of");
-    if (pos == std::string::npos) return 0.0;
-    const auto start = v.rfind(' ', pos - 1);
-    return std::stod(v.substr(start + 1, pos - start - 1));
-  };
-  if (o.quant != hc::EncoderQuant::kNone) {
-    for (const auto& p : enc->QuantPaths(8192)) gemm_ms += ms_of(p);
-  } else {
-    const int H = c.hidden, I = c.intermediate;
-    const std::string dt = std::string(" ") + hc::DTypeName(o.dtype) + " ";
-    for (const auto& [k, v] : enc->TuningReport()) {
-      bool layer_shape = false;
-      for (const std::string& shape :
-           {std::to_string(3 * H) + "x" + std::to_string(H), std::to_string(H) + "x" +
-            std::to_string(H), std::to_string(I) + "x" + std::to_string(H),
-            std::to_string(H) + "x" + std::to_string(I)}) {
-        layer_shape = layer_shape || k.rfind("8192x" + shape + dt, 0) == 0;
-      }
-      if (layer_shape) gemm_ms += ms_of(v);
-    }
-  }
-  M["gemm_ms_128x64_tuned_sum"] = gemm_ms * c.layers;  // slot head excluded (<1%)
+  // GEMM time of one 128x64 batch from the tuned choices (layer GEMMs x layers; -1 where one
+  // was not timed).
+  const double gemm_ms = enc->LayerGemmMs(8192);
+  M["gemm_ms_128x64_tuned_sum"] = gemm_ms > 0 ? gemm_ms * c.layers : -1.0;  // slot head excluded
   std::printf("%s: 1x64 %.3f ms (device %.3f) | 128x64 %.0f seq/s (device %.0f, 2 contexts "
               "%.0f) | mixed b128 "
               "%.0f seq/s, b32 %.0f seq/s | alloc %.0f MiB, device delta %.0f MiB\n",

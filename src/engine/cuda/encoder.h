@@ -160,6 +160,10 @@ class CudaEncoder : public std::enable_shared_from_this<CudaEncoder> {
   // (encoder_quant.cc; head groups: group 0's view; FFN chunks: the chunk's rows); empty when
   // not quantised.
   std::vector<std::string> QuantPaths(int M) const;
+  // The timed device ms of layer 0's four GEMMs as a bucket of M rows runs them (head groups
+  // and FFN chunks included), from their chosen algorithms; -1 when one is not prepared at M
+  // or was not timed (tune off).
+  double LayerGemmMs(int M) const;
 
  private:
   friend class CudaEncoderContext;

@@ -396,6 +396,36 @@ void CudaEncoderContext::RecordAmax(const void* x, int64_t n, int slot) {
   AbsMaxAccumulate(enc_->opt_.dtype, x, n, d_amax_ + slot, stream_);
 }
 
+double CudaEncoder::LayerGemmMs(int M) const {
+  if (layers_.empty()) return -1;
+  const Layer& L = layers_[0];
+  double ms = 0;
+  bool all = true;
+  auto add = [&](float v) {
+    all = all && v > 0.f;
+    ms += v;
+  };
+  if (!L.qqkv) {
+    add(L.qkv->ChosenMs(M, false));
+    add(L.out->ChosenMs(M, true));
+    add(L.ff1->ChosenMs(M, false));
+    add(L.ff2->ChosenMs(M, true));
+    return all ? ms : -1;
+  }
+  const int G = QkvGroups(M);
+  if (G == 1) {
+    add(L.qqkv->Tuning(M, false).ms);
+  } else {
+    for (const auto& v : L.qkv_groups.at(G)) add(v->Tuning(M, false).ms);
+  }
+  add(L.qout->Tuning(M, true).ms);
+  for (int m : FfnCalls(M, FfnRows(M))) {
+    add(L.qff1->Tuning(m, false).ms);
+    add(L.qff2->Tuning(m, true).ms);
+  }
+  return all ? ms : -1;
+}
+
 bool CudaEncoder::FuseLayerNormQuant() const {
   return opt_.quant_fuse_layernorm && LayerNormQuantSupported(cfg_.hidden);
 }

@@ -32,6 +32,21 @@ int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttribu
   return v;
 }
 
+std::string DescribeAlgo(const cublasLtMatmulAlgo_t& algo) {
+  std::string d = "algo " + std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_ID)) +
+                  " tile " + std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) +
+                  " stages " + std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) +
+                  " splitk " + std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+  const int option = AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+            cluster = AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+            swizzle = AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING);
+  if (option > 0 || cluster > 0 || swizzle > 0) {
+    d += " option " + std::to_string(option) + " cluster " + std::to_string(cluster) +
+         " swizzle " + std::to_string(swizzle);
+  }
+  return d;
+}
+
 int EpilogueActCode(GemmEpilogue e) {
   return e == GemmEpilogue::kBiasGelu       ? 1
          : e == GemmEpilogue::kBiasGeluTanh ? 2
@@ -51,13 +66,6 @@ struct DeviceBuffer {
 bool PostActivation(GemmEpilogue e) {
   return e == GemmEpilogue::kBiasGelu || e == GemmEpilogue::kBiasTanh ||
          e == GemmEpilogue::kBiasGeluTanh;
-}
-
-std::string Describe(const cublasLtMatmulAlgo_t& algo) {
-  return "algo " + std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
-         std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
-         std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitk " +
-         std::to_string(AlgoConfig(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
 }
 
 std::string SmallDesc(int splits, bool fused) {
@@ -226,7 +234,7 @@ bool GemmTuningCache::Load(const std::string& path) {
     if (!hex_ok) continue;
     e.desc = e.small_kslice  ? "small_async k" + std::to_string(e.small_kslice)
              : e.small_splits ? SmallDesc(e.small_splits, e.small_fused)
-                              : Describe(e.algo);
+                              : DescribeAlgo(e.algo);
     loaded[key] = e;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -342,6 +350,12 @@ std::string Gemm::Key(int M, bool with_residual) const {
          (tune_ ? " tuned" : " heuristic");
 }
 
+float Gemm::ChosenMs(int M, bool with_residual) const {
+  GemmTuningCache::Entry e;
+  const bool beta = with_residual && !PostActivation(epilogue_);
+  return cache_->Find(Key(M, beta), &e) ? e.ms : -1.f;
+}
+
 std::string Gemm::ChoiceFor(int M, bool with_residual) const {
   GemmTuningCache::Entry e;
   const bool beta = with_residual && !PostActivation(epilogue_);
@@ -370,7 +384,7 @@ GemmTuningCache::Entry Gemm::Choose(int M, bool beta_one, LtWorkspace& ws, cudaS
   }
   GemmTuningCache::Entry best;
   best.algo = res[0].algo;
-  best.desc = Describe(res[0].algo);
+  best.desc = DescribeAlgo(res[0].algo);
   if (!tune_) return best;
 
   std::vector<cublasLtMatmulAlgo_t> cands;
@@ -432,7 +446,7 @@ GemmTuningCache::Entry Gemm::Choose(int M, bool beta_one, LtWorkspace& ws, cudaS
       best.algo = a;
     }
   }
-  best.desc = Describe(best.algo);
+  best.desc = DescribeAlgo(best.algo);
   if (SmallGemmEligible(dtype_, M, K_, ldn_)) {
     // Our split-K kernel competes too, but only after matching cuBLASLt's best on this data.
     auto download = [&](const void* dev) {

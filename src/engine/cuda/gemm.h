@@ -40,6 +40,9 @@ int EpilogueActCode(GemmEpilogue e);
 // cuBLASLt's data type for a DType; one config attribute of an algorithm (-1 if unreadable).
 cudaDataType_t CudaType(DType t);
 int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr);
+// "algo 66 tile 20 stages 35 splitk 1" (+ " option O cluster C swizzle S" where any is set):
+// the tuning caches' description of a choice, for reports.
+std::string DescribeAlgo(const cublasLtMatmulAlgo_t& algo);
 // Sets one config attribute of an algorithm, in the attribute's own type (uint32_t for tiles,
 // kernel options and swizzles, uint16_t for cluster shapes); false if cuBLASLt refuses it.
 template <typename T>
@@ -158,6 +161,7 @@ class Gemm {
   DType dtype() const { return dtype_; }
   size_t weight_bytes() const;
   std::string ChoiceFor(int M, bool with_residual) const;  // for reports
+  float ChosenMs(int M, bool with_residual) const;  // timed ms of M's choice; -1 if none
 
  private:
   std::string Key(int M, bool with_residual) const;

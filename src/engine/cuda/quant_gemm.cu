@@ -108,18 +108,6 @@ std::string TuneKey(QuantType q, DType out, GemmEpilogue e, int M, int N, int K,
          "|ws" + std::to_string(workspace_bytes);  // the candidates depend on the workspace
 }
 
-// For GemmTuningCache::Entry::desc (reports; a file's loader rebuilds its own description).
-std::string DescribeQuant(QuantType q, bool fused, const cublasLtMatmulAlgo_t& a) {
-  return std::string("quant ") + QuantTypeName(q) + (fused ? " fused" : " acc") + " algo " +
-         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
-         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
-         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitk " +
-         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + " option " +
-         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION)) + " cluster " +
-         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)) + " swizzle " +
-         std::to_string(AlgoConfig(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
-}
-
 }  // namespace
 
 const char* QuantTypeName(QuantType q) { return q == QuantType::kInt8 ? "int8" : "fp8_e4m3"; }
@@ -515,7 +503,7 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
         e.algo = p->algo;
         e.ms = p->ms;
         e.candidates = p->candidates;
-        e.desc = DescribeQuant(q_, fused, p->algo);
+        e.desc = DescribeAlgo(p->algo);  // as the file's loader describes it
         return e;
       };
       bool chosen = false;

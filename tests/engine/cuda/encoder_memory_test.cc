@@ -53,7 +53,11 @@ TEST(CudaEncoderMemory, Int8WordEmbeddingMatchesCpuOnTheDequantisedTable) {
         }
         std::vector<float> deq(word.size());
         for (size_t i = 0; i < q.size(); ++i) deq[i] = sc[i / H] * float(q[i]);
-        // The reference's own dequantisation (used by the encoder simulation) agrees.
+        // The reference's own table and dequantisation (used by the encoder simulation and
+        // the other tests) agree with this construction by the rule.
+        const ref::Int8WordTable rt = ref::QuantiseWordRows(word, H);
+        ASSERT_EQ(rt.codes, q);
+        ASSERT_EQ(rt.scales, sc);
         ASSERT_EQ(ref::QDQWordRows(word, H), deq);
         std::vector<float> pos = test::RandomVec(rng, size_t(max_pos) * H, -0.1f, 0.1f);
         std::vector<float> type = test::RandomVec(rng, size_t(type_vocab) * H, -0.1f, 0.1f);

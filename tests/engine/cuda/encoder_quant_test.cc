@@ -252,19 +252,7 @@ TEST(CudaQuantEncoder, LayerNormQuantMatchesLayerNormThenQuantise) {
         ref::LayerNorm(x.data(), nullptr, nullptr, g.data(), b.data(), 1e-12f, rows, H,
                        want.data());
         EXPECT_LE(ref::RelErr(y, want), test::Tol(t));
-        std::vector<uint8_t> got(x.size());
-        CUDA_CHECK(cudaMemcpy(got.data(), dq.get(), got.size(), cudaMemcpyDeviceToHost));
-        int bad = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          uint8_t e;
-          if (q == QuantType::kInt8) {
-            e = uint8_t(int8_t(std::max(-127.f, std::min(127.f, std::nearbyint(y[i] / xs)))));
-          } else {
-            e = uint8_t(__nv_cvt_float_to_fp8(y[i] / xs, __NV_SATFINITE, __NV_E4M3));
-          }
-          bad += got[i] != e;
-        }
-        EXPECT_EQ(bad, 0);
+        EXPECT_EQ(ref::CodesUnlikeQuantising(dq.get(), y, xs, q), 0);
       }
     }
   }
@@ -300,22 +288,12 @@ TEST(CudaQuantEncoder, EmbeddingQuantisedCopyMatchesQuantisingTheStoredRows) {
                                type = test::RandomVec(rng, size_t(TV) * H, -1.f, 1.f),
                                g = test::RandomVec(rng, H, 0.5f, 1.5f),
                                b = test::RandomVec(rng, H, -0.5f, 0.5f);
-            // The INT8 table: per-row scales, the reference reading its dequantised values.
-            std::vector<int8_t> wq(word.size());
-            std::vector<float> wsc(V);
-            for (int v = 0; v < V; ++v) {
-              float m = 0.f;
-              for (int i = 0; i < H; ++i) m = std::max(m, std::fabs(word[size_t(v) * H + i]));
-              wsc[v] = m / 127.f;
-              for (int i = 0; i < H; ++i) {
-                const size_t k = size_t(v) * H + i;
-                wq[k] = int8_t(std::nearbyint(word[k] / wsc[v]));
-                if (q8_word) word[k] = wsc[v] * float(wq[k]);
-              }
-            }
+            // The INT8 table (per-row scales); the reference then reads its dequantised values.
+            const ref::Int8WordTable wt = ref::QuantiseWordRows(word, H);
+            if (q8_word) word = ref::QDQWordRows(word, H);
             auto dw = test::Upload(t, word), dp = test::Upload(t, pos), dty = test::Upload(t, type);
-            auto dwq = test::UploadRaw(wq);
-            auto dws = test::UploadF32(wsc);
+            auto dwq = test::UploadRaw(wt.codes);
+            auto dws = test::UploadF32(wt.scales);
             auto dg = test::UploadF32(g), db = test::UploadF32(b);
             auto dids = test::UploadRaw(ids), dtypes = test::UploadRaw(types);
             auto dcu = test::UploadRaw(cu);
@@ -341,19 +319,7 @@ TEST(CudaQuantEncoder, EmbeddingQuantisedCopyMatchesQuantisingTheStoredRows) {
                        type.data(), g.data(), b.data(), 1e-12f, H, want.data());
             EXPECT_LE(ref::RelErr(std::vector<float>(y.begin(), y.begin() + want.size()), want),
                       test::Tol(t));
-            std::vector<uint8_t> got(y.size());
-            CUDA_CHECK(cudaMemcpy(got.data(), dq.get(), got.size(), cudaMemcpyDeviceToHost));
-            int bad = 0;
-            for (size_t i = 0; i < got.size(); ++i) {
-              uint8_t e;
-              if (q == QuantType::kInt8) {
-                e = uint8_t(int8_t(std::max(-127.f, std::min(127.f, std::nearbyint(y[i] / xs)))));
-              } else {
-                e = uint8_t(__nv_cvt_float_to_fp8(y[i] / xs, __NV_SATFINITE, __NV_E4M3));
-              }
-              bad += got[i] != e;
-            }
-            EXPECT_EQ(bad, 0);
+            EXPECT_EQ(ref::CodesUnlikeQuantising(dq.get(), y, xs, q), 0);  // padding rows too
             // A scale that is not positive and finite is refused before any launch.
             const QuantizedCopy bad_scale{dq.get(), 0.f, false};
             EXPECT_THROW(EmbeddingLayerNorm(t, dids->as<int32_t>(), nullptr, dcu->as<int32_t>(),
@@ -451,6 +417,7 @@ TEST(CudaQuantEncoder, Fp8TimingCacheFileKeepsTheQuantGemmChoices) {
 
   QuantGemm::ForgetProcessChoices();
   EncoderOutputs first, second;
+  double first_ms = 0;  // layer 0's GEMM time at 4,096 rows, as timed
   {
     auto enc = CudaEncoder::Create(c, w, o);
     enc->CreateContext()->Run(b.ids.data(), b.types.data(), b.cu.data(), 32, &first);
@@ -458,6 +425,8 @@ TEST(CudaQuantEncoder, Fp8TimingCacheFileKeepsTheQuantGemmChoices) {
       std::printf("  first: %s\n", p.c_str());
       EXPECT_NE(p.find(", timed)"), std::string::npos) << p;
     }
+    first_ms = enc->LayerGemmMs(4096);
+    EXPECT_GT(first_ms, 0.0);
   }
   const std::string text = read();
   ASSERT_EQ(text.rfind("hotline-gemm-cache ", 0), 0u) << text.substr(0, 200);
@@ -484,6 +453,8 @@ TEST(CudaQuantEncoder, Fp8TimingCacheFileKeepsTheQuantGemmChoices) {
       std::printf("  second: %s\n", p.c_str());
       EXPECT_NE(p.find(", timing cache)"), std::string::npos) << p;
     }
+    // The times travel with the choices (the file keeps 6 significant digits).
+    EXPECT_NEAR(enc->LayerGemmMs(4096), first_ms, 1e-4 * first_ms);
   }
   EXPECT_EQ(read(), text);  // nothing timed, nothing added
   EXPECT_EQ(first.intent_logits, second.intent_logits);

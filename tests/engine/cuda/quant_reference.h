@@ -11,18 +11,39 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
+#include "engine/cuda/cuda_check.h"
 #include "engine/cuda/quant_gemm.h"
 #include "tests/engine/cuda/reference.h"
 
 namespace hotline::engine::cuda::ref {
 
+// The 8-bit code of u (= x / scale) as the engine's quantisers write it: INT8 nearest-even
+// clamped to +-127, E4M3 nearest-even saturating.
+inline uint8_t Code8(float u, QuantType q) {
+  if (q == QuantType::kInt8) {
+    return uint8_t(int8_t(std::max(-127.f, std::min(127.f, std::nearbyint(u)))));
+  }
+  return uint8_t(__nv_cvt_float_to_fp8(u, __NV_SATFINITE, __NV_E4M3));
+}
+
 inline float QDQ(float v, float scale, QuantType q) {  // quantise then dequantise
-  const float u = v / scale;
-  if (q == QuantType::kInt8) return std::max(-127.f, std::min(127.f, std::nearbyint(u))) * scale;
-  const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(u, __NV_SATFINITE, __NV_E4M3);
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3))) * scale;
+  const uint8_t c = Code8(v / scale, q);
+  if (q == QuantType::kInt8) return float(int8_t(c)) * scale;
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c), __NV_E4M3))) * scale;
+}
+
+// How many of the device's n 8-bit codes (at `codes`) differ from quantising the host's stored
+// values y (the first n) with `scale` (Code8 of y / scale, the same IEEE division).
+inline int CodesUnlikeQuantising(const void* codes, const std::vector<float>& y, float scale,
+                                 QuantType q) {
+  std::vector<uint8_t> got(y.size());
+  CUDA_CHECK(cudaMemcpy(got.data(), codes, got.size(), cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) bad += got[i] != Code8(y[i] / scale, q);
+  return bad;
 }
 
 // W [K, N] -> per-output-channel symmetric 8-bit, dequantised.
@@ -48,18 +69,31 @@ inline std::vector<float> QDQWeightsPerTensor(const std::vector<float>& w, Quant
 }
 
 // The word table of a quantised encoder: INT8 symmetric per row (scale = max |row| / 127,
-// nearest-even; an all-zero row keeps scale 1), dequantised as the device does (scale * q, FP32).
-inline std::vector<float> QDQWordRows(const std::vector<float>& word, int hidden) {
-  std::vector<float> out(word.size());
-  for (size_t r = 0; r < word.size() / hidden; ++r) {
+// nearest-even; an all-zero row keeps scale 1): the codes and the row scales.
+struct Int8WordTable {
+  std::vector<int8_t> codes;
+  std::vector<float> scales;
+};
+inline Int8WordTable QuantiseWordRows(const std::vector<float>& word, int hidden) {
+  Int8WordTable t;
+  t.codes.resize(word.size());
+  t.scales.resize(word.size() / hidden);
+  for (size_t r = 0; r < t.scales.size(); ++r) {
     float m = 0.f;
     for (int i = 0; i < hidden; ++i) m = std::max(m, std::fabs(word[r * hidden + i]));
-    const float s = m > 0.f ? m / 127.f : 1.f;
+    const float s = t.scales[r] = m > 0.f ? m / 127.f : 1.f;
     for (int i = 0; i < hidden; ++i) {
-      const float q = std::max(-127.f, std::min(127.f, std::nearbyint(word[r * hidden + i] / s)));
-      out[r * hidden + i] = s * q;
+      t.codes[r * hidden + i] =
+          int8_t(std::max(-127.f, std::min(127.f, std::nearbyint(word[r * hidden + i] / s))));
     }
   }
+  return t;
+}
+// ... dequantised as the device does (scale * q, FP32).
+inline std::vector<float> QDQWordRows(const std::vector<float>& word, int hidden) {
+  const Int8WordTable t = QuantiseWordRows(word, hidden);
+  std::vector<float> out(word.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = t.scales[i / hidden] * float(t.codes[i]);
   return out;
 }
 
