@@ -48,7 +48,7 @@ if [ $tests = 1 ]; then
     rc=$?
     cat $HL/$t.log >>"$LOG"
     echo "$t: exit $rc $(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' $HL/$t.log) failed" | tee -a $summary
-    grep -E "FAILED|fast accum|per tensor vs|MiB" $HL/$t.log | head -8
+    grep -E "FAILED|fast accum|per tensor vs|MiB|own_gemm|default choice" $HL/$t.log | head -12
   done
 fi
 
@@ -70,7 +70,7 @@ if [ $bench = 1 ]; then
       if ($4 + 0 > p) p = $4 + 0 } END { if (n) printf "SM clock during the bench: mean %.0f MHz, min %d MHz, peak power %.0f W (%d samples)\n", c / n, min, p, n }' \
     "$OUT/clocks.csv" | tee -a $summary
   grep -E '^base' $HL/bench.log | tee -a $summary
-  grep -E '128x64 (attention|layernorm|fp8 per-tensor|embed)' $HL/bench.log | tee -a $summary
+  grep -E '128x64 (attention|layernorm|fp8 per-tensor|embed|own ffn1)' $HL/bench.log | tee -a $summary
 fi
 
 if [ $a2 = 1 ]; then

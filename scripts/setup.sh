@@ -45,4 +45,11 @@ if ! cmp -s "$REQ" "$STAMP" 2>/dev/null; then
   "$VENV/bin/python" -m pip install -q -r "$REQ"
   cp "$REQ" "$STAMP"
 fi
+# CUTLASS's C++ headers for the own FP8 GEMM (src/engine/cuda/fp8_gemm_sm90.h), from PyPI's
+# nvidia-cutlass wheel; only its headers are used, so none of its Python dependencies.
+CUTLASS_VERSION=4.2.0.0
+if [ "$("$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('nvidia-cutlass'))" 2>/dev/null)" != "$CUTLASS_VERSION" ]; then
+  echo "setup: installing CUTLASS headers (nvidia-cutlass $CUTLASS_VERSION)"
+  "$VENV/bin/python" -m pip install -q --no-deps "nvidia-cutlass==$CUTLASS_VERSION"
+fi
 echo "setup: ok (python: $VENV/bin/python)"

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -375,16 +376,30 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
     // FFN1 with the bias epilogue only (E4M3 out): what the GELU epilogue costs (fast FP8 only).
     hc::QuantGemm q1b(w1.data(), H, I, b1.data(), hc::GemmEpilogue::kBias, q, xs, dt, mr, qc.sc,
                       qc.fast);
+    // FFN1 E4M3 out in our own FP8 GEMM (fp8_gemm_sm90.h; KernelVariants::own_gemm 2: its
+    // fastest configuration even where cuBLASLt's is faster), beside q1e in cuBLASLt alone.
+    hc::QuantGemm q1own(w1.data(), H, I, b1.data(), hc::GemmEpilogue::kBiasGeluTanh, q, xs, dt,
+                        mr, qc.sc, qc.fast);
     const bool fp8 = q == hc::QuantType::kFp8E4M3;
+    const bool own = fp8 && qc.fast && qc.sc == hc::WeightScaling::kPerTensor &&
+                     hc::OwnFp8GemmAvailable();
     if (fp8) q1e.SetQuantisedOutput(xs);
     if (fp8 && qc.fast) q1b.SetQuantisedOutput(xs);
+    if (own) q1own.SetQuantisedOutput(xs);
     try {
       qq.Prepare(Tb, false, ws, nullptr);
       qo.Prepare(Tb, true, ws, nullptr);
       q1.Prepare(Tb, false, ws, nullptr);
       q2.Prepare(Tb, true, ws, nullptr);
-      if (fp8) q1e.Prepare(Tb, false, ws, nullptr);
+      if (fp8) {
+        hc::ScopedKernelVariants cublaslt_only(-1, -1, -1, -1, 0);
+        q1e.Prepare(Tb, false, ws, nullptr);
+      }
       if (fp8 && qc.fast) q1b.Prepare(Tb, false, ws, nullptr);
+      if (own) {
+        hc::ScopedKernelVariants forced(-1, -1, -1, -1, 2);
+        q1own.Prepare(Tb, false, ws, nullptr);
+      }
     } catch (const hotline::Error& e) {
       J["quant_error_" + qn] = e.what();
       continue;
@@ -413,8 +428,10 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
     for (const QS qs : {QS{"qkv", &qq, false}, QS{"out+res", &qo, true},
                         QS{"ffn1+gelu", &q1, false}, QS{"ffn2+res", &q2, true},
                         QS{"ffn1+gelu e4m3 out", &q1e, false},
+                        QS{"ffn1+gelu e4m3 out, own", &q1own, false},
                         QS{"ffn1 bias only e4m3 out", &q1b, false}}) {
       if (qs.g == &q1e && !fp8) continue;
+      if (qs.g == &q1own && !own) continue;
       if (qs.g == &q1b && !(fp8 && qc.fast)) continue;
       const double K = qs.g->K(), N = qs.g->N();
       add(qn + " " + qs.name + " [" + qs.g->path(Tb) + "]",
@@ -422,6 +439,47 @@ nlohmann::json ProfileCase(const hc::EncoderConfig& c, const std::vector<int>& l
           [&, qs](cudaStream_t s) {
             qs.g->Run(xq.p, Tb, qs.res ? x.p : qy.p, qs.res ? x.p : nullptr, acc.p, ws, s);
           });
+    }
+    if (own && Tb >= 4096) {
+      // Every configuration of our own FP8 GEMM on FFN1's problem (random E4M3 weights, unit
+      // scales: the time does not depend on the values), in the JSON; the table shows the best
+      // variant of each kernel.
+      DevMem w8(size_t(I) * H), ob(size_t(I) * 4), osc(64);
+      hc::FillRandom(hc::DType::kF16, u.p, int64_t(I) * H, 23u, 1.f, nullptr);
+      hc::QuantizeActivations(dt, u.p, int64_t(I) * H, xs, q, w8.p, nullptr);
+      hc::FillRandom(hc::DType::kF32, ob.p, I, 24u, 0.5f, nullptr);
+      const float ones[3] = {1.f, 1.f, 1.f};
+      CUDA_CHECK(cudaMemcpy(osc.p, ones, sizeof(ones), cudaMemcpyHostToDevice));
+      hc::OwnFp8GemmProblem op;
+      op.w = w8.p;
+      op.x = xq.p;
+      op.bias = static_cast<const float*>(ob.p);
+      op.a_scale = static_cast<const float*>(osc.p);
+      op.b_scale = op.a_scale + 1;
+      op.d_scale = op.a_scale + 2;
+      op.y = qy.p;
+      op.M = Tb;
+      op.N = I;
+      op.K = H;
+      std::map<std::string, std::pair<double, std::string>> best_of_kernel;
+      for (int cfg = 0; cfg < hc::OwnFp8GemmConfigs(); ++cfg) {
+        const std::string name = hc::OwnFp8GemmConfigName(cfg);
+        if (!hc::OwnFp8GemmCheck(cfg, op).empty() ||
+            hc::OwnFp8GemmWorkspaceBytes(cfg, op) > ws.workspace_bytes())
+          continue;
+        const float ms = hc::TimeInGraph([&](cudaStream_t s) {
+          hc::OwnFp8GemmRun(cfg, op, ws.workspace(), s);
+          return true;
+        }, 20, 5);
+        J["own_fp8_ffn1_us"][name] = ms * 1e3;
+        const std::string kernel = name.substr(0, name.find(" raster"));
+        auto it = best_of_kernel.find(kernel);
+        if (ms > 0 && (it == best_of_kernel.end() || ms * 1e3 < it->second.first))
+          best_of_kernel[kernel] = {ms * 1e3, name};
+      }
+      const double flops = 2.0 * Tb * H * I;
+      for (const auto& [kernel, b] : best_of_kernel)
+        table->push_back({tag + " own ffn1 " + b.second, b.first, 0, flops});
     }
     const bool q1e_on = fp8 && q1e.QuantisedOutput(Tb);
     add(qn + " layer gemms x" + std::to_string(c.layers) + (q1e_on ? " (ffn1 e4m3 out)" : ""),
@@ -631,10 +689,11 @@ int main(int argc, char** argv) {
       // defaults without the memory tiling (FFN row chunks, QKV head groups); fp8_noqout: per
       // channel, no fusions (LayerNorm / attention and their quantise passes apart);
       // fp8_search0: the defaults with KernelVariants::gemm_search 0 (the cuBLASLt heuristic's
-      // candidates only, the choice before 2026-12-02's session 7).
+      // candidates only, the choice before 2026-12-02's session 7); fp8_own0: the defaults with
+      // KernelVariants::own_gemm 0 (FFN1 in cuBLASLt, never our own FP8 GEMM: before session 9).
       std::vector<std::string> variants = {"fp8",           "fp8_exact",   "fp8_fast1024",
                                            "fp8_perchannel", "fp8_unchunked", "fp8_noqout",
-                                           "fp8_search0",   "int8"};
+                                           "fp8_search0",   "fp8_own0",     "int8"};
       for (const std::string& variant : variants) {
         const std::string qn = variant.substr(0, variant.find('_'));
         if (kind != "base" || quant.find(qn) == std::string::npos) continue;
@@ -664,14 +723,18 @@ int main(int argc, char** argv) {
             oq.quant_qkv_group_tokens = 0;
           }
           int search = 0;  // the FP8 GEMMs' search level the row ran with (INT8 never searches)
+          int own = 0;     // ... and whether FFN1 could take our own FP8 GEMM
           {
-            hc::ScopedKernelVariants scope(-1, -1, -1, variant == "fp8_search0" ? 0 : -1);
+            hc::ScopedKernelVariants scope(-1, -1, -1, variant == "fp8_search0" ? 0 : -1,
+                                           variant == "fp8_own0" ? 0 : -1);
             search = hc::GetKernelVariants().gemm_search;
+            own = hc::GetKernelVariants().own_gemm;
             R[label] = Measure(label, c, w, oq, rng, mixed, target_s, tq);
           }
           R[label]["quant_chunk_rows"] = oq.quant_chunk_rows;
           if (eq == hc::EncoderQuant::kFp8) {
             R[label]["gemm_search"] = search;
+            R[label]["own_gemm"] = own;
             R[label]["fp8_weight_scaling"] = hc::WeightScalingName(oq.fp8_weight_scaling);
             R[label]["fp8_fast_accum_max_k"] = oq.fp8_fast_accum_max_k;
           }

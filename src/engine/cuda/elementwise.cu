@@ -18,14 +18,16 @@ const char* DTypeName(DType t) {
 }
 
 namespace {
-// The variants packed into one word (layernorm | attention << 8 | pdl << 16 | gemm_search << 24)
-// so that every launch reads them with one atomic load; the environment is parsed once.
-std::atomic<uint32_t> g_variants_word{0};
+// The variants packed into one word (layernorm | attention << 8 | pdl << 16 | gemm_search << 24 |
+// own_gemm << 32) so that every launch reads them with one atomic load; the environment is
+// parsed once.
+std::atomic<uint64_t> g_variants_word{0};
 std::once_flag g_variants_once;
 
-uint32_t Pack(const KernelVariants& v) {
-  return uint32_t(v.layernorm & 0xff) | uint32_t(v.attention & 0xff) << 8 |
-         uint32_t(v.pdl & 0xff) << 16 | uint32_t(v.gemm_search & 0xff) << 24;
+uint64_t Pack(const KernelVariants& v) {
+  return uint64_t(v.layernorm & 0xff) | uint64_t(v.attention & 0xff) << 8 |
+         uint64_t(v.pdl & 0xff) << 16 | uint64_t(v.gemm_search & 0xff) << 24 |
+         uint64_t(v.own_gemm & 0xff) << 32;
 }
 
 void InitVariants() {
@@ -46,6 +48,7 @@ void InitVariants() {
         if (k == "attn") v.attention = val;
         if (k == "pdl") v.pdl = val;
         if (k == "search") v.gemm_search = val;
+        if (k == "own") v.own_gemm = val;
       }
       pos = end + 1;
     }
@@ -56,12 +59,13 @@ void InitVariants() {
 
 KernelVariants GetKernelVariants() {
   std::call_once(g_variants_once, InitVariants);
-  const uint32_t w = g_variants_word.load(std::memory_order_relaxed);
+  const uint64_t w = g_variants_word.load(std::memory_order_relaxed);
   KernelVariants v;
   v.layernorm = int(w & 0xff);
   v.attention = int(w >> 8 & 0xff);
   v.pdl = int(w >> 16 & 0xff);
   v.gemm_search = int(w >> 24 & 0xff);
+  v.own_gemm = int(w >> 32 & 0xff);
   return v;
 }
 

@@ -56,12 +56,11 @@ int EpilogueActCode(GemmEpilogue e) {
 
 namespace {
 
-// Device buffer freed on scope exit (tuning scratch and construction temporaries only).
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(size_t bytes) { CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1)); }
-  ~DeviceBuffer() { cudaFree(p); }
-};
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(size_t bytes) { CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1)); }
+
+namespace {
 
 bool PostActivation(GemmEpilogue e) {
   return e == GemmEpilogue::kBiasGelu || e == GemmEpilogue::kBiasTanh ||

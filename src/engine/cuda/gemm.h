@@ -75,6 +75,16 @@ std::vector<T> AlgoCapList(const cublasLtMatmulAlgo_t& algo,
   return v;
 }
 
+// Device buffer freed on scope exit (tuning scratch and construction temporaries only). Throws
+// hotline::Error when the allocation fails.
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
 // Mean device time (ms) of one `enqueue` (which launches work on the stream it is given and
 // returns false if it could not): `iters` back-to-back copies are captured into a CUDA graph on a
 // private stream and the graph is replayed `reps` times between two events, so host launch costs

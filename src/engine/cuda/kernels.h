@@ -97,7 +97,7 @@ bool AttentionHasFastPath(DType dtype, int head_dim);
 // dtype's tolerance and is tested against the CPU reference; they exist so one device run can
 // compare them. Defaults: variant 1 and PDL (they passed every kernel, encoder and parity test on
 // the H200 on 2026-12-01 and run BERT-base 1.3x faster at 128 x 64); the environment variable
-// HOTLINE_CUDA_KERNELS ("ln=0,attn=0,pdl=0,search=0") overrides them at the first call. Reading them is
+// HOTLINE_CUDA_KERNELS ("ln=0,attn=0,pdl=0,search=0,own=0") overrides them at the first call. Reading them is
 // lock-free (one atomic load per launch).
 //   layernorm: 0 block per row through shared memory; 1 warp per row, 16-byte vectors, values in
 //              registers (hidden <= 1024 and a multiple of the vector width; else 0)
@@ -121,11 +121,17 @@ bool AttentionHasFastPath(DType dtype, int head_dim);
 //              row count on an H200). Read when a QuantGemm prepares a row count, not per
 //              launch: prepared GEMMs keep their choice (per process, and in the encoder's
 //              timing cache file: a later process reuses it untimed). Never INT8.
+//   own_gemm:  1 FP8 GEMMs that cuBLASLt runs with the GELU epilogue and an E4M3 output (FFN1
+//              of the FP8 encoders, per-tensor scales, fast accumulation) are also timed with
+//              our own CUTLASS-built kernels (fp8_gemm_sm90.h, sm_90 only), the faster kept,
+//              per process and in the timing cache as the search's choices; 0 cuBLASLt only.
+//              Read when a QuantGemm prepares a row count (tuning on), not per launch.
 struct KernelVariants {
   int layernorm = 1;
   int attention = 2;
   int pdl = 1;
   int gemm_search = 1;
+  int own_gemm = 1;
 };
 KernelVariants GetKernelVariants();
 void SetKernelVariants(const KernelVariants& v);
@@ -135,13 +141,14 @@ void SetKernelVariants(const KernelVariants& v);
 class ScopedKernelVariants {
  public:
   explicit ScopedKernelVariants(int layernorm = -1, int attention = -1, int pdl = -1,
-                                int gemm_search = -1)
+                                int gemm_search = -1, int own_gemm = -1)
       : saved_(GetKernelVariants()) {
     KernelVariants v = saved_;
     if (layernorm >= 0) v.layernorm = layernorm;
     if (attention >= 0) v.attention = attention;
     if (pdl >= 0) v.pdl = pdl;
     if (gemm_search >= 0) v.gemm_search = gemm_search;
+    if (own_gemm >= 0) v.own_gemm = own_gemm;
     SetKernelVariants(v);
   }
   ~ScopedKernelVariants() { SetKernelVariants(saved_); }

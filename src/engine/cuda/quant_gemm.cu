@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_util.cuh"
+#include "engine/cuda/fp8_gemm_sm90.h"
 
 namespace hotline::engine::cuda {
 namespace {
@@ -697,6 +698,210 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
   return good;
 }
 
+OwnFp8GemmProblem QuantGemm::OwnProblem(OwnEpilogue e, const void* xq, int M, void* y,
+                                        const void* residual) const {
+  OwnFp8GemmProblem o;
+  o.epilogue = e;
+  o.w = w_;
+  o.x = xq;
+  o.bias = bias_f32_;
+  o.a_scale = scalars_;  // as cuBLASLt's A and B scale pointers (TryPrepare)
+  o.b_scale = scalars_ + kScalarStride;
+  o.d_scale = y_scale_inv_;
+  o.residual = residual;
+  o.y = y;
+  o.M = M;
+  o.N = N_;
+  o.K = K_;
+  return o;
+}
+
+namespace {
+// An own-GEMM choice as the tuning cache keeps it (GemmTuningCache::Entry::algo holds cuBLASLt's
+// opaque algorithm; here its words carry a tag, the configuration and a hash of its name, so an
+// entry from a build with other configurations is not taken for this one's).
+constexpr uint64_t kOwnTag = 0x4f574e4650385f31ull;  // "OWNFP8_1"
+uint64_t NameHash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+cublasLtMatmulAlgo_t EncodeOwn(int config) {
+  cublasLtMatmulAlgo_t a{};
+  a.data[0] = kOwnTag;
+  a.data[1] = uint64_t(int64_t(config));
+  a.data[2] = config >= 0 ? NameHash(OwnFp8GemmConfigName(config)) : 0;
+  return a;
+}
+// The configuration (>= 0), -1 for "cuBLASLt", or -2 for an entry this build cannot use.
+int DecodeOwn(const cublasLtMatmulAlgo_t& a) {
+  if (a.data[0] != kOwnTag) return -2;
+  const int64_t c = int64_t(a.data[1]);
+  if (c == -1) return -1;
+  if (c < 0 || c >= OwnFp8GemmConfigs() || a.data[2] != NameHash(OwnFp8GemmConfigName(int(c))))
+    return -2;
+  return int(c);
+}
+}  // namespace
+
+void QuantGemm::ChooseOwn(int M, LtWorkspace& ws, Prepared* p) {
+  if (q_ != QuantType::kFp8E4M3 || scaling_ != WeightScaling::kPerTensor || !fast_accum_ ||
+      !p->fused || !bias_f32_ || !tune_ || M < kWideSearchRows ||
+      GetKernelVariants().own_gemm < 1 || !OwnFp8GemmAvailable())
+    return;
+  // The encoders' three per-tensor epilogues (fp8_gemm_sm90.h); anything else stays cuBLASLt's.
+  OwnEpilogue oe;
+  if (p->q_out && epilogue_ == GemmEpilogue::kBiasGeluTanh && y_scale_inv_)
+    oe = OwnEpilogue::kGeluE4m3;
+  else if (!p->q_out && out_ == DType::kF16 && epilogue_ == GemmEpilogue::kBias)
+    oe = p->beta_one ? OwnEpilogue::kBiasResidualF16 : OwnEpilogue::kBiasF16;
+  else
+    return;
+  // own_gemm 2 (tests, measurements): our fastest configuration even where cuBLASLt is faster.
+  const bool forced = GetKernelVariants().own_gemm == 2;
+  const std::string key =
+      "own|" + TuneKey(q_, out_, epilogue_, M, N_, K_, true, p->beta_one, p->q_out, scaling_,
+                       fast_accum_, GetKernelVariants().gemm_search >= 1, tune_,
+                       ws.workspace_bytes()) +
+      (forced ? "|forced" : "");
+  int dev = 0;
+  cudaGetDevice(&dev);
+  const std::string map_key = std::to_string(dev) + "|" + key;
+  // Scratch operands of this problem's shape: the weights and scales are this GEMM's own (the
+  // kernels read them where Run will), the activations random bytes (every byte is an E4M3
+  // value or a NaN; the time does not depend on them), the output (and the residual, in place
+  // as the encoders run it) a scratch.
+  const size_t y_bytes = size_t(M) * N_ * (p->q_out ? 1 : DTypeSize(out_));
+  DeviceBuffer xq(size_t(M) * K_), yb(y_bytes);
+  FillRandom(DType::kF16, xq.p, int64_t(M) * K_ / 2, 0x61u, 1.f, nullptr);
+  if (!p->q_out) FillRandom(out_, yb.p, int64_t(M) * N_, 0x62u, 1.f, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const OwnFp8GemmProblem prob = OwnProblem(oe, xq.p, M, yb.p, p->beta_one ? yb.p : nullptr);
+  // cuBLASLt's chosen algorithm launched as Run launches it (C: the residual in place, else for
+  // an E4M3 D another buffer it never reads).
+  const float fa = 1.f, fb = p->beta_one ? 1.f : 0.f;
+  auto lt_launch = [&](cudaStream_t st) {
+    return cublasLtMatmul(ws.handle(), p->desc, &fa, w_, p->a, xq.p, p->b, &fb,
+                          p->q_out ? xq.p : yb.p, p->c, yb.p, p->d, &p->algo, ws.workspace(),
+                          ws.workspace_bytes(), st) == CUBLAS_STATUS_SUCCESS;
+  };
+  auto usable = [&](int c) {
+    return OwnFp8GemmConfigEpilogue(c) == oe && OwnFp8GemmCheck(c, prob).empty() &&
+           OwnFp8GemmWorkspaceBytes(c, prob) <= ws.workspace_bytes();
+  };
+  // One launch on a private stream, waited for: whether configuration c runs here.
+  auto runs_once = [&](int c) {
+    cudaStream_t st = nullptr;
+    if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) return false;
+    bool ran = true;
+    try {
+      OwnFp8GemmRun(c, prob, ws.workspace(), st);
+    } catch (const Error&) {
+      ran = false;
+    }
+    ran = cudaStreamSynchronize(st) == cudaSuccess && ran;
+    cudaStreamDestroy(st);
+    cudaGetLastError();
+    return ran;
+  };
+  auto take = [&](int c, float own_ms, float lt_ms, QuantTuneSource src) {
+    if (c < 0) return;  // cuBLASLt stays
+    p->own = c;
+    p->lt_ms = lt_ms;
+    p->ms = own_ms;
+    p->source = src;
+  };
+  {
+    std::lock_guard<std::mutex> lock(TuneMutex());
+    auto it = TuneMap().find(map_key);
+    if (it != TuneMap().end()) {
+      const int c = DecodeOwn(it->second.algo);
+      take(c, it->second.ms, -1.f, QuantTuneSource::kProcess);
+      if (c >= -1) {
+        if (cache_) {
+          GemmTuningCache::Entry e;
+          if (!cache_->Find(key, &e)) {
+            e.algo = it->second.algo;
+            e.ms = it->second.ms;
+            e.candidates = it->second.candidates;
+            cache_->Put(key, e);
+          }
+        }
+        return;
+      }
+    }
+  }
+  GemmTuningCache::Entry stored;
+  if (cache_ && cache_->Find(key, &stored)) {
+    const int c = DecodeOwn(stored.algo);
+    if (c == -1 || (c >= 0 && usable(c) && runs_once(c))) {
+      take(c, stored.ms, -1.f, QuantTuneSource::kCache);
+      std::lock_guard<std::mutex> lock(TuneMutex());
+      TuneMap()[map_key] = TuneChoice{stored.algo, stored.ms, stored.candidates,
+                                      QuantTuneSource::kCache};
+      return;
+    }
+    std::fprintf(stderr,
+                 "hotline: QuantGemm: the timing cache's own-GEMM entry for %s is not usable by "
+                 "this build; choosing again\n",
+                 key.c_str());
+  }
+  // Time cuBLASLt's chosen algorithm and every configuration of ours, alike (graph replays).
+  const float lt_ms = forced ? -1.f : TimeInGraph(lt_launch, 20, 3);
+  int best = -1;
+  float best_ms = lt_ms;
+  int timed = 0;
+  for (int c = 0; c < OwnFp8GemmConfigs(); ++c) {
+    if (!usable(c) || !runs_once(c)) continue;
+    const float ms = TimeInGraph(
+        [&](cudaStream_t st) {
+          try {
+            OwnFp8GemmRun(c, prob, ws.workspace(), st);
+          } catch (const Error&) {
+            return false;
+          }
+          return true;
+        },
+        20, 3);
+    cudaGetLastError();
+    if (ms <= 0) continue;
+    ++timed;
+    if (best_ms <= 0 || ms < best_ms) {
+      best = c;
+      best_ms = ms;
+    }
+  }
+  if (lt_ms <= 0 && best < 0) return;  // nothing timed: cuBLASLt's choice stands, unrecorded
+  // Re-time the winner against cuBLASLt once more, interleaved, so that one noisy screening
+  // does not decide: the own kernel must win both.
+  if (best >= 0 && lt_ms > 0) {
+    const float again = TimeInGraph(
+        [&](cudaStream_t st) {
+          OwnFp8GemmRun(best, prob, ws.workspace(), st);
+          return true;
+        },
+        20, 3);
+    const float lt_again = TimeInGraph(lt_launch, 20, 3);
+    if (!(again > 0 && lt_again > 0 && again < lt_again)) best = -1;
+  }
+  take(best, best_ms, lt_ms, QuantTuneSource::kTimed);
+  if (best >= 0) p->candidates += timed;
+  const cublasLtMatmulAlgo_t enc = EncodeOwn(best);
+  const float rec_ms = best >= 0 ? best_ms : lt_ms;
+  {
+    std::lock_guard<std::mutex> lock(TuneMutex());
+    TuneMap()[map_key] = TuneChoice{enc, rec_ms, timed, QuantTuneSource::kTimed};
+  }
+  if (cache_) {
+    GemmTuningCache::Entry e;
+    e.algo = enc;
+    e.ms = rec_ms;
+    e.candidates = timed;
+    e.desc = best >= 0 ? "own " + OwnFp8GemmConfigName(best) : "own: cuBLASLt faster";
+    cache_->Put(key, e);
+  }
+}
+
 void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t) {
   if (M <= 0 || M > max_rows_) {
     throw Error("QuantGemm: M must be in [1, " + std::to_string(max_rows_) + "], got " +
@@ -730,6 +935,7 @@ void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t
                 " on this GPU: " + refused, Code::kUnimplemented);
   }
   p.refused = std::move(refused);
+  if (p.fused) ChooseOwn(M, ws, &p);
   std::lock_guard<std::mutex> lock(mu_);
   if (!prepared_.emplace(std::make_pair(M, with_residual), p).second) {
     Destroy(&p);  // another thread prepared the same row count meanwhile: keep its choice
@@ -785,6 +991,8 @@ QuantGemm::TuneInfo QuantGemm::Tuning(int M, bool with_residual) const {
   t.algo = it->second.algo;
   t.ms = it->second.ms;
   t.candidates = it->second.candidates;
+  t.own = it->second.own;
+  t.lt_ms = it->second.lt_ms;
   return t;
 }
 
@@ -809,6 +1017,13 @@ std::string QuantGemm::path(int M) const {
                   AlgoConfig(p.algo, CUBLASLT_ALGO_CONFIG_ID),
                   AlgoConfig(p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID), p.ms, p.candidates,
                   QuantTuneSourceName(p.source));
+    if (p.own >= 0) {
+      char own_tail[96];
+      std::snprintf(own_tail, sizeof(own_tail), " (%.4f ms; cuBLASLt's best %.4f ms; %s)", p.ms,
+                    p.lt_ms, QuantTuneSourceName(p.source));
+      return std::string(QuantTypeName(q_)) + " own sm90 GEMM, per-tensor scales, fast accum: " +
+             OwnFp8GemmConfigName(p.own) + own_tail;
+    }
     if (p.fused)
       return std::string(QuantTypeName(q_)) +
              (scaling_ == WeightScaling::kPerTensor ? " cublasLt per-tensor scales"
@@ -838,6 +1053,11 @@ void QuantGemm::Run(const void* xq, int M, void* y, const void* residual, void* 
       it = prepared_.find({M, residual != nullptr});
     }
     p = it->second;
+  }
+  if (p.own >= 0) {
+    const OwnEpilogue oe = OwnFp8GemmConfigEpilogue(p.own);
+    OwnFp8GemmRun(p.own, OwnProblem(oe, xq, M, y, residual), ws.workspace(), s);
+    return;
   }
   if (p.fused) {
     const float alpha = 1.f, beta = p.beta_one ? 1.f : 0.f;

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/fp8_gemm_sm90.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
 
@@ -128,6 +129,8 @@ class QuantGemm {
     cublasLtMatmulAlgo_t algo{};
     float ms = -1.f;
     int candidates = 0;
+    int own = -1;         // our own FP8 GEMM's configuration when it was chosen (fp8_gemm_sm90.h)
+    float lt_ms = -1.f;   // then cuBLASLt's best, timed beside it
   };
   TuneInfo Tuning(int M, bool with_residual) const;
   // Forgets every process-wide choice (the next Prepare of a problem consults its cache or
@@ -157,10 +160,21 @@ class QuantGemm {
     int candidates = 0;  // configurations timed (the heuristic's and the wide search's)
     QuantTuneSource source = QuantTuneSource::kNone;
     std::string refused;  // why a preferred (fused) path was refused before this one, if so
+    // Our own FP8 GEMM (fp8_gemm_sm90.h) instead of cuBLASLt: its configuration, or -1; ms is
+    // then its time, lt_ms cuBLASLt's best timed beside it (-1 where not timed).
+    int own = -1;
+    float lt_ms = -1.f;
   };
   // On refusal, appends why (the step and cuBLASLt's status) to *why.
   bool TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorkspace& ws, Prepared* p,
                   std::string* why);
+  // For a fused per-tensor FP8 GEMM with one of the encoders' epilogues (fp8_gemm_sm90.h) on
+  // sm_90, 4,096 rows or more (KernelVariants::own_gemm, tuning on): times cuBLASLt's choice
+  // against our own kernels' configurations on the same scratch data and keeps the faster in p
+  // (process-wide and in the tuning cache, like cuBLASLt's choices).
+  void ChooseOwn(int M, LtWorkspace& ws, Prepared* p);
+  OwnFp8GemmProblem OwnProblem(OwnEpilogue e, const void* xq, int M, void* y,
+                               const void* residual) const;
   static void Destroy(Prepared* p);
   void FreeDevice();  // every device buffer this GEMM owns (constructor failure, destructor)
 

@@ -25,6 +25,14 @@
 //   4. QuantGemm's choices through a timing-cache file (GemmTuningCache, QuantGemm::SetTuning) at
 //      4,096 rows: saved, loaded, taken without timing and computing the same bytes; a foreign
 //      entry refused and timed again; no tuning takes the heuristic's first, untimed.
+//   5. Our own FP8 GEMM for FFN1 (fp8_gemm_sm90.h, sm_90): every configuration against a host
+//      reference computed from the very E4M3 codes it multiplies (at most 5% of bytes one E4M3
+//      step apart and 0.1% further: fast accumulation alone puts cuBLASLt's FFN1 at 0.03%
+//      further, H200 2026-12-02), at a row count that leaves partial tiles; then through
+//      QuantGemm (own_gemm 2 forces it, 0 never takes it; the choice kept in a timing-cache file
+//      and taken from it in a later "process"); the same for the other two epilogues (bias FP16
+//      out, bias + residual in place), every configuration against the host in double, FFN2's
+//      shape with its residual through QuantGemm.
 // Skips loudly when no CUDA device is present.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -43,6 +51,7 @@
 #include <unistd.h>
 
 #include "engine/cuda/encoder_quant.h"
+#include "engine/cuda/fp8_gemm_sm90.h"
 #include "tests/engine/cuda/quant_reference.h"
 #include "tests/engine/cuda/quant_test_util.h"
 #include "tests/engine/cuda/test_util.h"
@@ -609,6 +618,289 @@ TEST(CudaFp8PerTensor, QuantGemmChoicesPersistInTheTimingCacheFile) {
     EXPECT_NE(hkey.find("|heuristic"), std::string::npos) << hkey;
     EXPECT_EQ(hkey.find("|wide"), std::string::npos) << hkey;
     EXPECT_LE(ref::RelErr(run(*g5, y2), want), 5e-3);
+  }
+}
+
+// Device E4M3 codes against wanted ones: how many differ, and how many by more than one E4M3
+// step (the larger value's 1/8, or a subnormal step of 2^-9 near zero).
+struct CodeDiff {
+  int unequal = 0;
+  int beyond_one_step = 0;
+};
+CodeDiff CompareE4m3(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+  CodeDiff d;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i]) continue;
+    ++d.unequal;
+    const float g = E4m3ToFloat(got[i]), w = E4m3ToFloat(want[i]);
+    if (!(std::fabs(g - w) <= std::max(std::fabs(g), std::fabs(w)) / 8 + 1.f / 512))
+      ++d.beyond_one_step;
+  }
+  return d;
+}
+
+// The FP8 encoders' GEMMs on the host from E4M3 codes, x [M, K] and w [N, K], a and b the
+// per-tensor scales: z = a * b * (x . w^T) + bias (in double).
+std::vector<double> RefZ(const std::vector<uint8_t>& xc, const std::vector<uint8_t>& wc,
+                         const std::vector<float>& bias, float a, float b, int M, int N, int K) {
+  std::vector<float> xf(xc.size()), wf(wc.size());
+  for (size_t i = 0; i < xc.size(); ++i) xf[i] = E4m3ToFloat(xc[i]);
+  for (size_t i = 0; i < wc.size(); ++i) wf[i] = E4m3ToFloat(wc[i]);
+  std::vector<double> z(size_t(M) * N);
+#pragma omp parallel for schedule(static)
+  for (int m = 0; m < M; ++m) {
+    for (int n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int k = 0; k < K; ++k) acc += double(xf[size_t(m) * K + k]) * wf[size_t(n) * K + k];
+      z[size_t(m) * N + n] = double(a) * b * acc + bias[n];
+    }
+  }
+  return z;
+}
+
+// FFN1 as the FP8 encoders run it: y = code(gelu_tanh(z) / ys).
+std::vector<uint8_t> RefFfn1Codes(const std::vector<uint8_t>& xc, const std::vector<uint8_t>& wc,
+                                  const std::vector<float>& bias, float a, float b, float ys,
+                                  int M, int N, int K) {
+  const std::vector<double> z = RefZ(xc, wc, bias, a, b, M, N, K);
+  std::vector<uint8_t> y(z.size());
+  for (size_t i = 0; i < z.size(); ++i)
+    y[i] = ref::Code8(float(ref::GeluTanh(z[i]) / ys), QuantType::kFp8E4M3);
+  return y;
+}
+
+TEST(CudaFp8PerTensor, OwnFp8GemmEveryConfigurationMatchesTheHostReference) {
+  if (!test::HaveGpu("own fp8 gemm")) GTEST_SKIP() << "no CUDA device";
+  if (OwnFp8GemmConfigs() == 0) {
+    std::printf("*** built without the own FP8 GEMM (no 90 in HOTLINE_CUDA_ARCHS or no CUTLASS "
+                "headers): SKIPPED ***\n");
+    GTEST_SKIP() << "built without the own FP8 GEMM";
+  }
+  std::mt19937_64 rng(test::Seed() + 131);
+  const int M = 200, K = 768, N = 1024;  // 200 tokens: partial tiles
+  std::vector<float> x = test::RandomVec(rng, size_t(M) * K, -2.f, 2.f);
+  std::vector<float> w = test::RandomVec(rng, size_t(N) * K, -0.06f, 0.06f);
+  std::vector<float> bias = test::RandomVec(rng, N, -0.5f, 0.5f);
+  std::vector<float> res = test::RandomVec(rng, size_t(M) * N, -1.f, 1.f);
+  auto dres = test::Upload(DType::kF16, res);  // res now holds the FP16 values
+  const float xs = 2.f / 224, ys = 8.f / 224;
+  float wmax = 0.f;
+  for (float v : w) wmax = std::max(wmax, std::fabs(v));
+  const float ws_ = wmax / 448.f;
+  std::vector<uint8_t> xc(x.size()), wc(w.size());
+  for (size_t i = 0; i < x.size(); ++i) xc[i] = ref::Code8(x[i] / xs, QuantType::kFp8E4M3);
+  for (size_t i = 0; i < w.size(); ++i) wc[i] = ref::Code8(w[i] / ws_, QuantType::kFp8E4M3);
+  const std::vector<double> z = RefZ(xc, wc, bias, ws_, xs, M, N, K);
+  std::vector<uint8_t> want_codes(z.size());
+  std::vector<float> want_bias(z.size()), want_res(z.size());
+  for (size_t i = 0; i < z.size(); ++i) {
+    want_codes[i] = ref::Code8(float(ref::GeluTanh(z[i]) / ys), QuantType::kFp8E4M3);
+    want_bias[i] = float(z[i]);
+    want_res[i] = float(z[i] + res[i]);
+  }
+  auto dx = test::UploadRaw(xc);
+  auto dw = test::UploadRaw(wc);
+  auto db = test::UploadF32(bias);
+  auto dscale = test::UploadF32({ws_, xs, 1.f / ys});
+  test::DevBuf y(size_t(M) * N * 2);
+  auto problem = [&](OwnEpilogue e) {
+    OwnFp8GemmProblem p;
+    p.epilogue = e;
+    p.w = dw->get();
+    p.x = dx->get();
+    p.bias = db->as<float>();
+    p.a_scale = dscale->as<float>();
+    p.b_scale = dscale->as<float>() + 1;
+    p.d_scale = dscale->as<float>() + 2;
+    p.residual = e == OwnEpilogue::kBiasResidualF16 ? y.get() : nullptr;  // in place
+    p.y = y.get();
+    p.M = M;
+    p.N = N;
+    p.K = K;
+    return p;
+  };
+  if (DeviceSm() != 90) {  // sm_90a code: elsewhere refused, never launched
+    EXPECT_FALSE(OwnFp8GemmAvailable());
+    EXPECT_FALSE(OwnFp8GemmCheck(0, problem(OwnFp8GemmConfigEpilogue(0))).empty());
+    GTEST_SKIP() << "not a compute capability 9.0 GPU: refusal checked";
+  }
+  ASSERT_TRUE(OwnFp8GemmAvailable());
+  // Problems a configuration cannot take are refused with a reason, not run.
+  OwnFp8GemmProblem bad = problem(OwnFp8GemmConfigEpilogue(0));
+  bad.K = 760;  // not a multiple of 16
+  EXPECT_NE(OwnFp8GemmCheck(0, bad).find("multiples of 16"), std::string::npos);
+  const OwnEpilogue other = OwnFp8GemmConfigEpilogue(0) == OwnEpilogue::kGeluE4m3
+                                ? OwnEpilogue::kBiasF16
+                                : OwnEpilogue::kGeluE4m3;
+  EXPECT_NE(OwnFp8GemmCheck(0, problem(other)).find("epilogue"), std::string::npos);
+  OwnFp8GemmProblem no_res = problem(OwnEpilogue::kBiasResidualF16);
+  no_res.residual = nullptr;
+  for (int c = 0; c < OwnFp8GemmConfigs(); ++c) {
+    if (OwnFp8GemmConfigEpilogue(c) == OwnEpilogue::kBiasResidualF16) {
+      EXPECT_NE(OwnFp8GemmCheck(c, no_res).find("residual"), std::string::npos);
+      break;
+    }
+  }
+  EXPECT_THROW(OwnFp8GemmConfigName(OwnFp8GemmConfigs()), Error);
+  test::DevBuf wsb(size_t(16) << 20);
+  int seen[3] = {0, 0, 0};
+  for (int c = 0; c < OwnFp8GemmConfigs(); ++c) {
+    SCOPED_TRACE(OwnFp8GemmConfigName(c));
+    const OwnEpilogue e = OwnFp8GemmConfigEpilogue(c);
+    ++seen[int(e)];
+    const OwnFp8GemmProblem p = problem(e);
+    ASSERT_EQ(OwnFp8GemmCheck(c, p), "");
+    ASSERT_LE(OwnFp8GemmWorkspaceBytes(c, p), wsb.bytes());
+    if (e == OwnEpilogue::kBiasResidualF16) {
+      CUDA_CHECK(cudaMemcpy(y.get(), dres->get(), size_t(M) * N * 2, cudaMemcpyDeviceToDevice));
+    } else {
+      CUDA_CHECK(cudaMemset(y.get(), 0x7f, y.bytes()));  // NaNs: a tile never written shows
+    }
+    OwnFp8GemmRun(c, p, wsb.get(), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (e == OwnEpilogue::kGeluE4m3) {
+      std::vector<uint8_t> got(size_t(M) * N);
+      CUDA_CHECK(cudaMemcpy(got.data(), y.get(), got.size(), cudaMemcpyDeviceToHost));
+      const CodeDiff d = CompareE4m3(got, want_codes);
+      std::printf("  own %-48s %6d of %zu bytes apart, %d by more than one step\n",
+                  OwnFp8GemmConfigName(c).c_str(), d.unequal, got.size(), d.beyond_one_step);
+      EXPECT_LE(d.beyond_one_step, int(0.001 * got.size()));
+      EXPECT_LE(d.unequal, int(0.05 * got.size()));
+    } else {
+      // FP16 out: the FP16 rounding of the output (2^-11 relative) and fast accumulation.
+      const std::vector<float> got = test::Download(DType::kF16, y.get(), size_t(M) * N);
+      const double err =
+          ref::RelErr(got, e == OwnEpilogue::kBiasF16 ? want_bias : want_res);
+      std::printf("  own %-48s relative error %.2e\n", OwnFp8GemmConfigName(c).c_str(), err);
+      EXPECT_LE(err, 2e-3);
+    }
+  }
+  for (int e = 0; e < 3; ++e) EXPECT_GT(seen[e], 0) << OwnEpilogueName(OwnEpilogue(e));
+}
+
+TEST(CudaFp8PerTensor, QuantGemmTakesTheOwnFp8GemmOnlyAsAsked) {
+  if (!test::HaveGpu("own fp8 gemm in QuantGemm")) GTEST_SKIP() << "no CUDA device";
+  if (!OwnFp8GemmAvailable()) {
+    std::printf("*** no own FP8 GEMM here (not sm_90, or built without it): SKIPPED ***\n");
+    GTEST_SKIP() << "no own FP8 GEMM on this GPU or build";
+  }
+  namespace fs = std::filesystem;
+  const test::ScopedTempDir tmp("hotline_own_fp8_cache");
+  const std::string file = (tmp.path() / "timing.cache").string();
+  std::mt19937_64 rng(test::Seed() + 137);
+  const int M = 4096, K = 768, N = 3072;
+  std::vector<float> w = test::RandomVec(rng, size_t(K) * N, -0.06f, 0.06f);  // [K, N]
+  std::vector<float> bias = test::RandomVec(rng, N, -0.5f, 0.5f);
+  std::vector<float> x = test::RandomVec(rng, size_t(M) * K, -2.f, 2.f);
+  auto dx = test::Upload(DType::kF16, x);
+  const float xs = 2.f / 224, ys = 8.f / 224;
+  LtWorkspace ws;
+  test::DevBuf xq(size_t(M) * K), y(size_t(M) * N);
+  QuantizeActivations(DType::kF16, dx->get(), int64_t(M) * K, xs, QuantType::kFp8E4M3, xq.get(),
+                      nullptr);
+  // The reference from the codes QuantGemm multiplies: x as QuantizeActivations writes it
+  // (ref::Code8, checked in GemmMatchesDequantisedAndFp32References), W per tensor.
+  float wmax = 0.f;
+  for (float v : w) wmax = std::max(wmax, std::fabs(v));
+  const float wsc = wmax / 448.f;
+  std::vector<uint8_t> xc(x.size()), wc(w.size());
+  for (size_t i = 0; i < x.size(); ++i) xc[i] = ref::Code8(x[i] / xs, QuantType::kFp8E4M3);
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k)
+      wc[size_t(n) * K + k] = ref::Code8(w[size_t(k) * N + n] / wsc, QuantType::kFp8E4M3);
+  const std::vector<uint8_t> want = RefFfn1Codes(xc, wc, bias, wsc, xs, ys, M, N, K);
+  auto run = [&](int own_gemm, GemmTuningCache* cache) {
+    const ScopedKernelVariants v(-1, -1, -1, -1, own_gemm);
+    auto g = std::make_unique<QuantGemm>(w.data(), K, N, bias.data(), GemmEpilogue::kBiasGeluTanh,
+                                         QuantType::kFp8E4M3, xs, DType::kF16, M,
+                                         WeightScaling::kPerTensor, /*fast_accum=*/true);
+    g->SetQuantisedOutput(ys);
+    g->SetTuning(cache, true);
+    g->Prepare(M, false, ws, nullptr);
+    EXPECT_TRUE(g->QuantisedOutput(M));
+    CUDA_CHECK(cudaMemset(y.get(), 0x7f, y.bytes()));
+    g->Run(xq.get(), M, y.get(), nullptr, nullptr, ws, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint8_t> got(size_t(M) * N);
+    CUDA_CHECK(cudaMemcpy(got.data(), y.get(), got.size(), cudaMemcpyDeviceToHost));
+    const CodeDiff d = CompareE4m3(got, want);
+    std::printf("  own_gemm %d: %s; %d bytes apart, %d by more than one step\n", own_gemm,
+                g->path(M).c_str(), d.unequal, d.beyond_one_step);
+    EXPECT_LE(d.beyond_one_step, int(0.001 * got.size()));
+    EXPECT_LE(d.unequal, int(0.05 * got.size()));
+    return g;
+  };
+  QuantGemm::ForgetProcessChoices();
+  {  // Never: cuBLASLt.
+    auto g = run(0, nullptr);
+    EXPECT_EQ(g->Tuning(M, false).own, -1);
+    EXPECT_EQ(g->path(M).find("own sm90"), std::string::npos);
+  }
+  {  // Forced: ours, timed, kept in the cache and its file.
+    GemmTuningCache cache;
+    auto g = run(2, &cache);
+    const QuantGemm::TuneInfo t = g->Tuning(M, false);
+    EXPECT_GE(t.own, 0);
+    EXPECT_EQ(t.source, QuantTuneSource::kTimed);
+    EXPECT_GT(t.ms, 0.f);
+    EXPECT_NE(g->path(M).find("own sm90"), std::string::npos);
+    cache.Save(file);
+    // A later process: the choice comes from the file, untimed, the same configuration.
+    QuantGemm::ForgetProcessChoices();
+    GemmTuningCache loaded;
+    ASSERT_TRUE(loaded.Load(file));
+    auto g2 = run(2, &loaded);
+    const QuantGemm::TuneInfo t2 = g2->Tuning(M, false);
+    EXPECT_EQ(t2.source, QuantTuneSource::kCache);
+    EXPECT_EQ(t2.own, t.own);
+    // The same process again: reused.
+    auto g3 = run(2, &loaded);
+    EXPECT_EQ(g3->Tuning(M, false).source, QuantTuneSource::kProcess);
+    EXPECT_EQ(g3->Tuning(M, false).own, t.own);
+  }
+  {  // The default: whichever is faster here (printed, not asserted), correct either way.
+    QuantGemm::ForgetProcessChoices();
+    auto g = run(1, nullptr);
+    const QuantGemm::TuneInfo t = g->Tuning(M, false);
+    std::printf("  default choice: %s\n", t.own >= 0 ? "own" : "cuBLASLt");
+  }
+  // FFN2's shape with the residual in place (bias + residual, FP16 out), forced and never,
+  // against the reference from the dequantised operands (as GemmMatchesDequantisedAnd...).
+  {
+    const int K2 = 3072, N2 = 768;
+    std::vector<float> w2 = test::RandomVec(rng, size_t(K2) * N2, -0.03f, 0.03f);
+    std::vector<float> b2 = test::RandomVec(rng, N2, -0.5f, 0.5f);
+    std::vector<float> x2 = test::RandomVec(rng, size_t(M) * K2, -2.f, 2.f);
+    std::vector<float> r2 = test::RandomVec(rng, size_t(M) * N2, -1.f, 1.f);
+    auto dx2 = test::Upload(DType::kF16, x2);
+    auto dr2 = test::Upload(DType::kF16, r2);
+    test::DevBuf xq2(size_t(M) * K2), y2(size_t(M) * N2 * 2);
+    QuantizeActivations(DType::kF16, dx2->get(), int64_t(M) * K2, xs, QuantType::kFp8E4M3,
+                        xq2.get(), nullptr);
+    std::vector<float> xd(x2.size());
+    for (size_t i = 0; i < x2.size(); ++i) xd[i] = ref::QDQ(x2[i], xs, QuantType::kFp8E4M3);
+    const std::vector<float> want2 =
+        RefGemm(xd, ref::QDQWeightsPerTensor(w2, QuantType::kFp8E4M3), b2, &r2, M, K2, N2,
+                GemmEpilogue::kBias);
+    for (int own_gemm : {0, 2}) {
+      QuantGemm::ForgetProcessChoices();
+      const ScopedKernelVariants v(-1, -1, -1, -1, own_gemm);
+      QuantGemm g(w2.data(), K2, N2, b2.data(), GemmEpilogue::kBias, QuantType::kFp8E4M3, xs,
+                  DType::kF16, M, WeightScaling::kPerTensor, /*fast_accum=*/true);
+      g.SetTuning(nullptr, true);
+      g.Prepare(M, true, ws, nullptr);
+      CUDA_CHECK(cudaMemcpy(y2.get(), dr2->get(), y2.bytes(), cudaMemcpyDeviceToDevice));
+      g.Run(xq2.get(), M, y2.get(), y2.get(), nullptr, ws, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const double err = ref::RelErr(test::Download(DType::kF16, y2.get(), want2.size()), want2);
+      std::printf("  own_gemm %d, ffn2 + residual: %s; relative error %.2e\n", own_gemm,
+                  g.path(M).c_str(), err);
+      EXPECT_EQ(g.Tuning(M, true).own >= 0, own_gemm == 2);
+      if (own_gemm == 2) {
+        EXPECT_NE(g.path(M).find("bias+residual fp16"), std::string::npos) << g.path(M);
+      }
+      EXPECT_LE(err, 5e-3);
+    }
   }
 }
 
