@@ -935,7 +935,18 @@ void QuantGemm::Prepare(int M, bool with_residual, LtWorkspace& ws, cudaStream_t
                 " on this GPU: " + refused, Code::kUnimplemented);
   }
   p.refused = std::move(refused);
-  if (p.fused) ChooseOwn(M, ws, &p);
+  if (p.fused) {
+    // Our own kernels are a faster alternative, never a requirement: when their timing cannot
+    // run (e.g. no memory for its scratch), cuBLASLt's choice stands, said on stderr.
+    try {
+      ChooseOwn(M, ws, &p);
+    } catch (const Error& e) {
+      p.own = -1;
+      std::fprintf(stderr, "hotline: QuantGemm: own FP8 GEMM not timed for M=%d (%s); cuBLASLt\n",
+                   M, e.what());
+      cudaGetLastError();
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!prepared_.emplace(std::make_pair(M, with_residual), p).second) {
     Destroy(&p);  // another thread prepared the same row count meanwhile: keep its choice
