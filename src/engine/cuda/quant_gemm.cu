@@ -767,6 +767,33 @@ void QuantGemm::ChooseOwn(int M, LtWorkspace& ws, Prepared* p) {
   int dev = 0;
   cudaGetDevice(&dev);
   const std::string map_key = std::to_string(dev) + "|" + key;
+  auto take = [&](int c, float own_ms, float lt_ms, QuantTuneSource src) {
+    if (c < 0) return;  // cuBLASLt stays
+    p->own = c;
+    p->lt_ms = lt_ms;
+    p->ms = own_ms;
+    p->source = src;
+  };
+  {  // Chosen before in this process (e.g. the same GEMM in another layer): no scratch, no timing.
+    std::lock_guard<std::mutex> lock(TuneMutex());
+    auto it = TuneMap().find(map_key);
+    if (it != TuneMap().end()) {
+      const int c = DecodeOwn(it->second.algo);
+      take(c, it->second.ms, -1.f, QuantTuneSource::kProcess);
+      if (c >= -1) {
+        if (cache_) {
+          GemmTuningCache::Entry e;
+          if (!cache_->Find(key, &e)) {
+            e.algo = it->second.algo;
+            e.ms = it->second.ms;
+            e.candidates = it->second.candidates;
+            cache_->Put(key, e);
+          }
+        }
+        return;
+      }
+    }
+  }
   // Scratch operands of this problem's shape: the weights and scales are this GEMM's own (the
   // kernels read them where Run will), the activations random bytes (every byte is an E4M3
   // value or a NaN; the time does not depend on them), the output (and the residual, in place
@@ -804,33 +831,6 @@ void QuantGemm::ChooseOwn(int M, LtWorkspace& ws, Prepared* p) {
     cudaGetLastError();
     return ran;
   };
-  auto take = [&](int c, float own_ms, float lt_ms, QuantTuneSource src) {
-    if (c < 0) return;  // cuBLASLt stays
-    p->own = c;
-    p->lt_ms = lt_ms;
-    p->ms = own_ms;
-    p->source = src;
-  };
-  {
-    std::lock_guard<std::mutex> lock(TuneMutex());
-    auto it = TuneMap().find(map_key);
-    if (it != TuneMap().end()) {
-      const int c = DecodeOwn(it->second.algo);
-      take(c, it->second.ms, -1.f, QuantTuneSource::kProcess);
-      if (c >= -1) {
-        if (cache_) {
-          GemmTuningCache::Entry e;
-          if (!cache_->Find(key, &e)) {
-            e.algo = it->second.algo;
-            e.ms = it->second.ms;
-            e.candidates = it->second.candidates;
-            cache_->Put(key, e);
-          }
-        }
-        return;
-      }
-    }
-  }
   GemmTuningCache::Entry stored;
   if (cache_ && cache_->Find(key, &stored)) {
     const int c = DecodeOwn(stored.algo);
@@ -877,7 +877,11 @@ void QuantGemm::ChooseOwn(int M, LtWorkspace& ws, Prepared* p) {
   if (best >= 0 && lt_ms > 0) {
     const float again = TimeInGraph(
         [&](cudaStream_t st) {
-          OwnFp8GemmRun(best, prob, ws.workspace(), st);
+          try {
+            OwnFp8GemmRun(best, prob, ws.workspace(), st);
+          } catch (const Error&) {
+            return false;
+          }
           return true;
         },
         20, 3);
