@@ -3,8 +3,8 @@
 // CMakeLists.txt); elsewhere there are no configurations and the entry points refuse.
 #include "engine/cuda/fp8_gemm_sm90.h"
 
+#include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
 #include "base/error.h"
@@ -13,14 +13,16 @@
 namespace hotline::engine::cuda {
 namespace own_fp8 {
 
-int SmCount() {
-  static int count = [] {
-    int dev = 0, n = 0;
-    cudaGetDevice(&dev);
+int SmCount() {  // per device: a process may drive GPUs of different models
+  static std::atomic<int> count_of[64];  // 0: not read yet
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;  // CUTLASS queries
+  int n = count_of[dev].load(std::memory_order_relaxed);
+  if (!n) {
     cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    return n;
-  }();
-  return count;
+    count_of[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
 }
 
 namespace {
