@@ -121,11 +121,13 @@ bool AttentionHasFastPath(DType dtype, int head_dim);
 //              row count on an H200). Read when a QuantGemm prepares a row count, not per
 //              launch: prepared GEMMs keep their choice (per process, and in the encoder's
 //              timing cache file: a later process reuses it untimed). Never INT8.
-//   own_gemm:  1 FP8 GEMMs that cuBLASLt runs with the GELU epilogue and an E4M3 output (FFN1
-//              of the FP8 encoders, per-tensor scales, fast accumulation) are also timed with
-//              our own CUTLASS-built kernels (fp8_gemm_sm90.h, sm_90 only), the faster kept,
-//              per process and in the timing cache as the search's choices; 0 cuBLASLt only.
-//              Read when a QuantGemm prepares a row count (tuning on), not per launch.
+//   own_gemm:  1 fused per-tensor FP8 GEMMs of at least 4,096 rows with one of the encoders'
+//              epilogues (FFN1's GELU into E4M3, QKV's bias, the residual GEMMs' bias +
+//              residual; fast accumulation) are also timed with our own CUTLASS-built kernels
+//              (fp8_gemm_sm90.h, sm_90 only), the faster kept, per process and in the timing
+//              cache as the search's choices (on the H200 ours wins FFN1 only); 0 cuBLASLt
+//              only; 2 ours wherever it applies (tests, measurements). Read when a QuantGemm
+//              prepares a row count (tuning on), not per launch.
 struct KernelVariants {
   int layernorm = 1;
   int attention = 2;
