@@ -5,8 +5,8 @@
 //
 // Orientation: CUTLASS's (M, N, K) is ours, A = x [M, K] row-major, B = w as [K, N] column-major
 // (our [N, K] row-major: both K-major, as FP8 WGMMA needs), D row-major, the bias per column.
-// (The transposed orientation, features as CUTLASS's M as cuBLASLt runs it, was 2-5% slower
-// for FFN1 on the H200, PERF_NOTES item 23.) Epilogue: CUTLASS's ScaledLinCombPerColBiasEltAct;
+// (The transposed orientation, features as CUTLASS's M as cuBLASLt runs it, was 1-7% slower
+// on the same tile for FFN1 on the H200, PERF_NOTES item 23.) Epilogue: CUTLASS's ScaledLinCombPerColBiasEltAct;
 // GELU is its GELU_taylor (the tanh form in FP32, tanh.approx.f32). A tanh on packed halves
 // (tanh.approx.f16x2) was no faster and, in GELU's negative tail where 1 + tanh(u) cancels, put
 // 0.3% of bytes more than one E4M3 step from the reference (0.03% in FP32).
@@ -41,29 +41,16 @@ inline const char* VariantName(int v) {
   return n[v];
 }
 
-// Epilogue -> CUTLASS types: output, source (C: void without a residual) and activation.
+// Epilogue -> CUTLASS types: output (E4M3 for FFN1, else FP16), source (C: FP16 for the
+// residual, else void: none read) and activation (GELU for FFN1, else none).
 template <OwnEpilogue E>
-struct EpilogueTypes;
-template <>
-struct EpilogueTypes<OwnEpilogue::kGeluE4m3> {
-  using D = cutlass::float_e4m3_t;
-  using C = void;
+struct EpilogueTypes {
+  static constexpr bool kGelu = E == OwnEpilogue::kGeluE4m3;
+  using D = std::conditional_t<kGelu, cutlass::float_e4m3_t, cutlass::half_t>;
+  using C = std::conditional_t<E == OwnEpilogue::kBiasResidualF16, cutlass::half_t, void>;
   template <class T>
-  using Act = cutlass::epilogue::thread::GELU_taylor<T>;
-};
-template <>
-struct EpilogueTypes<OwnEpilogue::kBiasF16> {
-  using D = cutlass::half_t;
-  using C = void;
-  template <class T>
-  using Act = cutlass::epilogue::thread::Identity<T>;
-};
-template <>
-struct EpilogueTypes<OwnEpilogue::kBiasResidualF16> {
-  using D = cutlass::half_t;
-  using C = cutlass::half_t;
-  template <class T>
-  using Act = cutlass::epilogue::thread::Identity<T>;
+  using Act = std::conditional_t<kGelu, cutlass::epilogue::thread::GELU_taylor<T>,
+                                 cutlass::epilogue::thread::Identity<T>>;
 };
 
 // Ping-pong FP8 fast-accumulation kernel with the TMA warp-specialised epilogue.

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -87,6 +88,19 @@ std::mutex& TuneMutex() {
 std::map<std::string, TuneChoice>& TuneMap() {
   static std::map<std::string, TuneChoice> m;
   return m;
+}
+// One launch on a private stream, waited for: whether `enqueue` (false: refused at launch) runs
+// here. Clears the non-sticky error a refused launch leaves behind.
+bool RunsOnce(const std::function<bool(cudaStream_t)>& enqueue) {
+  cudaStream_t st = nullptr;
+  if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const bool ran = enqueue(st) && cudaStreamSynchronize(st) == cudaSuccess;
+  cudaStreamDestroy(st);
+  cudaGetLastError();
+  return ran;
 }
 // Rows from which TryPrepare searches beyond the heuristic's candidates (KernelVariants::
 // gemm_search): long GEMMs, where a few percent pay for the search (about 1 s per GEMM problem
@@ -558,19 +572,14 @@ bool QuantGemm::TryPrepare(int M, bool fused, bool beta_one, bool q_out, LtWorks
                                 ws.workspace_bytes(), st);
         };
         cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;  // the first failing launch's
-        // One launch on a private stream, waited for: whether the algorithm runs here.
+        // Whether the algorithm runs here (RunsOnce), keeping cuBLASLt's first refusal.
         auto runs_once = [&](const cublasLtMatmulAlgo_t& algo) {
-          cudaStream_t st = nullptr;
-          if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
-            cudaGetLastError();
-            return false;
-          }
-          const cublasStatus_t rs = launch(algo, st);
-          if (rs != CUBLAS_STATUS_SUCCESS && run_status == CUBLAS_STATUS_SUCCESS) run_status = rs;
-          const bool ran = rs == CUBLAS_STATUS_SUCCESS && cudaStreamSynchronize(st) == cudaSuccess;
-          cudaStreamDestroy(st);
-          cudaGetLastError();  // a refused launch leaves a non-sticky error behind
-          return ran;
+          return RunsOnce([&](cudaStream_t st) {
+            const cublasStatus_t rs = launch(algo, st);
+            if (rs != CUBLAS_STATUS_SUCCESS && run_status == CUBLAS_STATUS_SUCCESS)
+              run_status = rs;
+            return rs == CUBLAS_STATUS_SUCCESS;
+          });
         };
         if (cudaMalloc(&xq, size_t(M) * K_) == cudaSuccess &&
             cudaMalloc(&yb, size_t(M) * N_ * out_es) == cudaSuccess) {
@@ -816,20 +825,17 @@ void QuantGemm::ChooseOwn(int M, LtWorkspace& ws, Prepared* p) {
     return OwnFp8GemmConfigEpilogue(c) == oe && OwnFp8GemmCheck(c, prob).empty() &&
            OwnFp8GemmWorkspaceBytes(c, prob) <= ws.workspace_bytes();
   };
-  // One launch on a private stream, waited for: whether configuration c runs here.
-  auto runs_once = [&](int c) {
-    cudaStream_t st = nullptr;
-    if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) return false;
-    bool ran = true;
+  // Configuration c launched as Run launches it; false where CUTLASS refuses it.
+  auto own_launch = [&](int c, cudaStream_t st) {
     try {
       OwnFp8GemmRun(c, prob, ws.workspace(), st);
     } catch (const Error&) {
-      ran = false;
+      return false;
     }
-    ran = cudaStreamSynchronize(st) == cudaSuccess && ran;
-    cudaStreamDestroy(st);
-    cudaGetLastError();
-    return ran;
+    return true;
+  };
+  auto runs_once = [&](int c) {
+    return RunsOnce([&](cudaStream_t st) { return own_launch(c, st); });
   };
   GemmTuningCache::Entry stored;
   if (cache_ && cache_->Find(key, &stored)) {
@@ -853,16 +859,7 @@ void QuantGemm::ChooseOwn(int M, LtWorkspace& ws, Prepared* p) {
   int timed = 0;
   for (int c = 0; c < OwnFp8GemmConfigs(); ++c) {
     if (!usable(c) || !runs_once(c)) continue;
-    const float ms = TimeInGraph(
-        [&](cudaStream_t st) {
-          try {
-            OwnFp8GemmRun(c, prob, ws.workspace(), st);
-          } catch (const Error&) {
-            return false;
-          }
-          return true;
-        },
-        20, 3);
+    const float ms = TimeInGraph([&](cudaStream_t st) { return own_launch(c, st); }, 20, 3);
     cudaGetLastError();
     if (ms <= 0) continue;
     ++timed;
@@ -875,16 +872,7 @@ void QuantGemm::ChooseOwn(int M, LtWorkspace& ws, Prepared* p) {
   // Re-time the winner against cuBLASLt once more, interleaved, so that one noisy screening
   // does not decide: the own kernel must win both.
   if (best >= 0 && lt_ms > 0) {
-    const float again = TimeInGraph(
-        [&](cudaStream_t st) {
-          try {
-            OwnFp8GemmRun(best, prob, ws.workspace(), st);
-          } catch (const Error&) {
-            return false;
-          }
-          return true;
-        },
-        20, 3);
+    const float again = TimeInGraph([&](cudaStream_t st) { return own_launch(best, st); }, 20, 3);
     const float lt_again = TimeInGraph(lt_launch, 20, 3);
     if (!(again > 0 && lt_again > 0 && again < lt_again)) best = -1;
   }
@@ -1034,8 +1022,12 @@ std::string QuantGemm::path(int M) const {
                   QuantTuneSourceName(p.source));
     if (p.own >= 0) {
       char own_tail[96];
-      std::snprintf(own_tail, sizeof(own_tail), " (%.4f ms; cuBLASLt's best %.4f ms; %s)", p.ms,
-                    p.lt_ms, QuantTuneSourceName(p.source));
+      if (p.lt_ms > 0)  // timed here beside cuBLASLt's choice
+        std::snprintf(own_tail, sizeof(own_tail), " (%.4f ms; cuBLASLt's best %.4f ms; %s)",
+                      p.ms, p.lt_ms, QuantTuneSourceName(p.source));
+      else  // forced, or taken from the process or the cache: cuBLASLt not timed beside it
+        std::snprintf(own_tail, sizeof(own_tail), " (%.4f ms; %s)", p.ms,
+                      QuantTuneSourceName(p.source));
       return std::string(QuantTypeName(q_)) + " own sm90 GEMM, per-tensor scales, fast accum: " +
              OwnFp8GemmConfigName(p.own) + own_tail;
     }
