@@ -9,9 +9,9 @@
 //
 // x [M, K] and w [N, K] E4M3, a and b device scalars (the per-tensor weight and activation
 // scales), d = 1 / y_scale, bias FP32; FP8 fast accumulation (the encoders' default). Why:
-// cuBLASLt's FFN1 runs its GELU epilogue after the main loop (PERF_NOTES item 22: 9.5 us of
-// 43.7 us at 8,192 rows); these are ping-pong kernels, whose two consumer warp groups take
-// alternate tiles, so one's epilogue runs while the other's main loop holds the tensor cores.
+// cuBLASLt's FFN1 spends 9.5 us of its 43.7 us at 8,192 rows on the GELU epilogue (PERF_NOTES
+// item 22); these are ping-pong kernels, whose two consumer warp groups take alternate tiles,
+// so one's epilogue can run while the other's main loop holds the tensor cores.
 // Built on CUTLASS's warp-specialised TMA / WGMMA collectives and fused epilogues (headers from
 // PyPI's nvidia-cutlass, scripts/setup.sh), instantiated in fp8_gemm_sm90_*.cu.
 #pragma once
