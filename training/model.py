@@ -21,6 +21,10 @@ TYPE_VOCAB = 2
 
 
 class SelfAttention(nn.Module):
+    # Training on a GPU may use PyTorch's fused attention (the same arithmetic); the export keeps
+    # the explicit matmul / softmax form that the engine's fusions match.
+    use_sdpa = False
+
     def __init__(self, hidden, heads, dropout):
         super().__init__()
         self.heads = heads
@@ -40,6 +44,11 @@ class SelfAttention(nn.Module):
         q = split(self.query(x))
         k = split(self.key(x))
         v = split(self.value(x))
+        if SelfAttention.use_sdpa and not torch.onnx.is_in_onnx_export():
+            ctx = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=ext_mask.to(q.dtype),
+                dropout_p=self.drop.p if self.training else 0.0)
+            return self.out(ctx.transpose(1, 2).reshape(b, s, h))
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
         scores = scores + ext_mask
         probs = self.drop(torch.softmax(scores, dim=-1))

@@ -33,8 +33,10 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from calibration import ece, fit_temperature, handoff_threshold, softmax  # noqa: E402
 from common import IGNORE, REPO, Encoder, Taxonomy, decode_spans, metrics, read_jsonl  # noqa
-from model import BertJoint, export_state_dict, load_weights, write_weight_shards  # noqa: E402
+from model import (BertJoint, export_state_dict, load_weights, read_weight_arrays,  # noqa
+                   write_weight_shards)  # noqa: E402
 
 FILLERS = ["嗯", "那个", "就是", "就是说", "啊", "呃", "然后", "这个", "那什么", "对", "哎",
            "我跟你说", "你听我说", "怎么说呢", "反正", "喂"]
@@ -51,7 +53,33 @@ def file_sha(path):
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
-def encode_splits(data_dir, vocab, tax, max_length, max_lines=None):
+def asr_tables(vocab_path):
+    """Token tables for ASR-style noise: homophones (same toneless pinyin, among the 3,755
+    commonest hanzi, GB 2312 level 1) of every CJK token, and the punctuation tokens."""
+    from pypinyin import Style, lazy_pinyin
+    with open(vocab_path, encoding="utf-8") as f:
+        tokens = [t.rstrip("\n") for t in f]
+    common = set()
+    for hi in range(0xB0, 0xD8):
+        for lo in range(0xA1, 0xFF):
+            try:
+                common.add(bytes([hi, lo]).decode("gb2312"))
+            except UnicodeDecodeError:
+                pass
+    by_sound, sound = {}, {}
+    for i, t in enumerate(tokens):
+        if len(t) == 1 and "\u4e00" <= t <= "\u9fff":
+            py = lazy_pinyin(t, style=Style.NORMAL)[0]
+            sound[i] = py
+            if t in common:
+                by_sound.setdefault(py, []).append(i)
+    homophones = {i: [j for j in by_sound.get(py, []) if j != i] for i, py in sound.items()}
+    punct = [i for i, t in enumerate(tokens)
+             if len(t) == 1 and (t in "，。、；：？！…,.;:?!~～·—-" or t in "“”‘’\"'（）()")]
+    return {"homophones": {str(k): v for k, v in homophones.items() if v}, "punct": punct}
+
+
+def encode_splits(data_dir, vocab, tax, max_length, max_lines=None, extra_train=()):
     enc = Encoder(vocab, tax, max_length)
     out = {"vocab_sha": file_sha(vocab), "vocab_size": enc.vocab_size, "max_length": max_length,
            "special": {"pad": enc.pad_id, "unk": enc.unk_id, "cls": enc.cls_id,
@@ -64,11 +92,17 @@ def encode_splits(data_dir, vocab, tax, max_length, max_lines=None):
                 continue
             raise FileNotFoundError(f"expected {path}")
         rows = read_jsonl(path)[:max_lines]
+        if split == "train":
+            for p in extra_train:
+                more = read_jsonl(p)
+                rows = rows + more
+                log(f"train: {len(more)} lines from {p}")
         if split == "calib":
             out["splits"][split] = [{"ids": enc.tokenize(r["text"])[0]} for r in rows]
         else:
             out["splits"][split] = [enc.encode(r) for r in rows]
         log(f"encoded {split}: {len(rows)} lines")
+    out["asr"] = asr_tables(vocab)
     return out
 
 
@@ -78,7 +112,8 @@ def load_data(args, tax):
             data = json.load(f)
         log(f"loaded encoded data from {args.cache}")
     else:
-        data = encode_splits(args.data, args.vocab, tax, args.max_length, args.max_lines)
+        data = encode_splits(args.data, args.vocab, tax, args.max_length, args.max_lines,
+                             args.extra_train)
         if args.cache:
             os.makedirs(os.path.dirname(os.path.abspath(args.cache)), exist_ok=True)
             with gzip.open(args.cache, "wt", encoding="utf-8") as f:
@@ -108,6 +143,10 @@ def span_pieces(ids, tags, tax):
     return out
 
 
+def a_asr(args):
+    return getattr(args, "aug_asr", 0.0) or 0.0
+
+
 class Augmenter:
     """Cheap token-level augmentation of one training example (never crosses a span)."""
 
@@ -124,6 +163,47 @@ class Augmenter:
             for s, e, slot in span_pieces(ex["ids"], ex["tags"], tax):
                 self.pool.setdefault((ex["intent"], slot), []).append(ex["ids"][s:e])
         self.max_length = data["max_length"]
+        asr = data.get("asr") or {}
+        self.homophones = {int(k): v for k, v in asr.get("homophones", {}).items()}
+        self.punct = set(asr.get("punct", []))
+        if a_asr(args) > 0 and not self.homophones:
+            raise ValueError("--aug-asr needs the encoded data's ASR tables: re-encode (--cache)")
+
+    def asr_noise(self, ids, tags):
+        """What a speech recogniser makes of the text: punctuation gone (often), characters
+        heard as homophones (outside spans more than inside), a stutter."""
+        rng = self.rng
+        if self.punct and rng.random() < 0.6:
+            keep = [t for t in range(len(ids)) if not (ids[t] in self.punct and tags[t] == 0)]
+            ids = [ids[t] for t in keep]
+            tags = self._repair([tags[t] for t in keep])
+        ids = list(ids)
+        for t in range(1, len(ids) - 1):
+            p = 0.06 if tags[t] == 0 else 0.02
+            if ids[t] in self.homophones and rng.random() < p:
+                ids[t] = rng.choice(self.homophones[ids[t]])
+        if rng.random() < 0.2 and len(ids) > 4:
+            cands = [t for t in range(1, len(ids) - 1) if tags[t] == 0]
+            if cands:
+                t = rng.choice(cands)
+                n = 1 if rng.random() < 0.7 else 2
+                if all(tags[u] == 0 for u in range(t, min(t + n, len(ids) - 1))):
+                    piece = ids[t:t + n]
+                    ids = ids[:t] + piece + ids[t:]
+                    tags = tags[:t] + [0] * len(piece) + tags[t:]
+        return ids, tags
+
+    def garbled(self, ex):
+        """Noise built from a real example: its tokens shuffled, or random common characters."""
+        rng = self.rng
+        body = list(ex["ids"][1:-1])
+        if rng.random() < 0.5 and len(body) > 3:
+            rng.shuffle(body)
+        else:
+            pool = list(self.homophones)
+            body = [rng.choice(pool) for _ in range(rng.randint(2, 12))]
+        ids = [ex["ids"][0]] + body + [ex["ids"][-1]]
+        return ids, [IGNORE] + [0] * len(body) + [IGNORE]
 
     def __call__(self, ex):
         a, rng, tax = self.args, self.rng, self.tax
@@ -151,6 +231,8 @@ class Augmenter:
             f = rng.choice(self.fillers)
             ids = ids[:t] + f + ids[t:]
             tags = tags[:t] + [0] * len(f) + tags[t:]
+        if a_asr(a) > 0 and rng.random() < a.aug_asr:
+            ids, tags = self.asr_noise(ids, tags)
         if len(ids) > self.max_length:
             ids = ids[:self.max_length - 1] + [ids[-1]]
             tags = self._repair(tags[:self.max_length - 1] + [IGNORE])
@@ -308,6 +390,20 @@ def predict(model, examples, pad, device, batch_size=128):
     return intents, tags
 
 
+@torch.no_grad()
+def intent_logits(model, examples, pad, device, batch_size=128):
+    """Intent logits [n, n_intents] of `examples`, in their order (float64, on the host)."""
+    model.eval()
+    out = np.zeros((len(examples), model.config["n_intents"]))
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i]["ids"]))
+    for b in range(0, len(order), batch_size):
+        idx = order[b:b + batch_size]
+        ids, mask, tt = pad_batch([examples[i]["ids"] for i in idx], pad, device)
+        il, _ = model(ids, mask, tt)
+        out[idx] = il.double().cpu().numpy()
+    return out
+
+
 def evaluate(model, examples, tax, pad, device):
     intents, tags = predict(model, examples, pad, device)
     spans_pred = [decode_spans(t, ex["offsets"], tax.tags, ex.get("text"))
@@ -363,6 +459,17 @@ def main(argv=None):
                     help="evaluate and keep an exponential moving average of the fine-tuning "
                          "weights with this decay, e.g. 0.999 (0: off, the live weights)")
     ap.add_argument("--init", help="start from this run folder's weights (fine-tuning on new data)")
+    ap.add_argument("--init-encoder", help="start the encoder from a pretraining run folder "
+                    "(training/pretrain.py); its size is taken from there, the heads start fresh")
+    ap.add_argument("--taxonomy", default=None, help="taxonomy YAML (default: config/taxonomy)")
+    ap.add_argument("--extra-train", nargs="*", default=[],
+                    help="JSONL files added to the training split (e.g. real out-of-scope text)")
+    ap.add_argument("--aug-asr", type=float, default=0.0,
+                    help="P(ASR-style noise: homophones, punctuation dropped, stutters)")
+    ap.add_argument("--garble", type=float, default=0.0,
+                    help="garbled sequences per real one, trained toward a uniform intent "
+                    "(low confidence on noise)")
+    ap.add_argument("--bf16", action="store_true", help="bfloat16 autocast on CUDA")
     ap.add_argument("--mlm-steps", type=int, default=0, help="MLM pretraining steps first")
     ap.add_argument("--mlm-lr", type=float, default=5e-4)
     ap.add_argument("--aug-swap", type=float, default=0.3,
@@ -383,7 +490,7 @@ def main(argv=None):
     if not 0.0 <= args.intent_smoothing < 1.0:
         ap.error(f"--intent-smoothing must be in [0, 1), got {args.intent_smoothing}")
 
-    tax = Taxonomy()
+    tax = Taxonomy(args.taxonomy) if args.taxonomy else Taxonomy()
     data = load_data(args, tax)
     if args.encode_only:
         return None
@@ -409,6 +516,14 @@ def main(argv=None):
     if args.init:
         with open(os.path.join(args.init, "config.json")) as f:
             icfg = json.load(f)
+    if args.init_encoder:
+        if args.init:
+            ap.error("--init and --init-encoder exclude each other")
+        with open(os.path.join(args.init_encoder, "config.json")) as f:
+            icfg = json.load(f)
+        if icfg["vocab_size"] != data["vocab_size"]:
+            raise ValueError(f"--init-encoder {args.init_encoder}: vocabulary of "
+                             f"{icfg['vocab_size']}, the data's is {data['vocab_size']}")
     for k, default in (("layers", 4), ("hidden", 256), ("heads", 4), ("ffn", 1024)):
         if getattr(args, k) is None:
             setattr(args, k, icfg[k] if icfg else default)
@@ -426,6 +541,17 @@ def main(argv=None):
         load_weights(model, args.init)
         model.to(device)
         log(f"initialised from {args.init}")
+    if args.init_encoder:
+        sd = {k: torch.from_numpy(np.asarray(v, np.float32))
+              for k, v in read_weight_arrays(args.init_encoder).items()
+              if not k.startswith(("intent_head", "slot_head"))}
+        missing, unexpected = model.load_state_dict(sd, strict=False)
+        missing = [k for k in missing if not k.startswith(("intent_head", "slot_head", "mlm_"))]
+        if missing or unexpected:
+            raise ValueError(f"--init-encoder {args.init_encoder}: missing {missing}, "
+                             f"unexpected {unexpected}")
+        model.to(device)
+        log(f"encoder from {args.init_encoder} (pretrained step {icfg.get('step')})")
     t_start = time.time()
     if args.mlm_steps > 0:
         pretrain_mlm(model, data, args, device, rng)
@@ -450,13 +576,21 @@ def main(argv=None):
         batches = make_batches(train, args.batch_size, rng)
         for bi, idx in enumerate(batches):
             pairs = [aug(train[i]) for i in idx]
+            n_real = len(pairs)
+            if args.garble > 0:  # noise examples: no slots, intent pushed toward uniform
+                pairs += [aug.garbled(train[i]) for i in idx if rng.random() < args.garble]
             ids, mask, tt, lab = pad_batch([p[0] for p in pairs], pad, device,
                                            [p[1] for p in pairs])
             gold = torch.tensor([train[i]["intent"] for i in idx], device=device)
-            il, sl = model(ids, mask, tt)
-            loss = F.cross_entropy(il, gold, label_smoothing=args.intent_smoothing) + \
+            with torch.autocast(device.type, dtype=torch.bfloat16,
+                                enabled=args.bf16 and device.type == "cuda"):
+                il, sl = model(ids, mask, tt)
+            il, sl = il.float(), sl.float()
+            loss = F.cross_entropy(il[:n_real], gold, label_smoothing=args.intent_smoothing) + \
                 args.slot_weight * F.cross_entropy(
                 sl.reshape(-1, sl.size(-1)), lab.reshape(-1), ignore_index=IGNORE)
+            if len(pairs) > n_real:
+                loss = loss - 0.5 * F.log_softmax(il[n_real:], -1).mean()
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -511,8 +645,29 @@ def main(argv=None):
     if chal_m:
         log(f"challenge ({len(challenge)} hand-written lines): intent "
             f"{chal_m['intent_accuracy']:.4f} slot F1 {chal_m['slot_f1']:.4f}")
+    # Confidence: temperature scaling of the intent logits on dev; ECE before and after.
+    calib = {}
+    dev_logits = intent_logits(model, dev, pad, device)
+    dev_gold = np.asarray([ex["intent"] for ex in dev])
+    temp = fit_temperature(dev_logits, dev_gold)
+    calib = {"temperature": temp,
+             "handoff": handoff_threshold(softmax(dev_logits, temp), dev_gold)}
+    for name, exs in (("dev", dev), ("test", test), ("challenge", challenge)):
+        if not exs:
+            continue
+        lg = dev_logits if name == "dev" else intent_logits(model, exs, pad, device)
+        g = np.asarray([ex["intent"] for ex in exs])
+        calib[name] = {"ece": ece(softmax(lg), g), "ece_calibrated": ece(softmax(lg, temp), g),
+                       "mean_confidence": float(softmax(lg).max(1).mean()),
+                       "mean_confidence_calibrated": float(softmax(lg, temp).max(1).mean())}
+    log(f"calibration: temperature {temp:.3f}, hand-off below {calib['handoff']['threshold']} "
+        f"(dev rate {calib['handoff']['rate']:.3f}); " +
+        "; ".join(f"{k} ECE {v['ece']:.4f} -> {v['ece_calibrated']:.4f}"
+                  for k, v in calib.items() if isinstance(v, dict) and "ece" in v))
     cfg = run_config(model, data, tax, args, argv, device, best_epoch, len(history))
+    cfg["calibration"] = {"temperature": temp, "handoff_threshold": calib["handoff"]["threshold"]}
     result = {"dev": dev_m, "test": test_m, "challenge": chal_m, "history": history,
+              "calibration": calib,
               "train_seconds": round(time.time() - t_start, 1), "n_train": len(train),
               "n_dev": len(dev), "n_test": len(test), "params": n_params}
     save_run(args.out, model, cfg, result)

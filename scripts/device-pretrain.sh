@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# device-pretrain.sh: one GPU-machine call that pretrains the encoder (training/pretrain.py,
+# resumed from build-train/pretrain when an earlier call left weights there) and then fine-tunes
+# the fine-tuning jobs named in JOBS on it, returning every run's weights as FP16 archives.
+#   here:  python3 training/corpus.py --corpus CORPUS            (shards, vocab, Haikou splits)
+#          python3 training/train_classifier.py --data build-train/corpus/haikou \
+#              --vocab build-train/corpus/vocab.txt --cache build-train/haikou.json.gz --encode-only
+#   there: PRETRAIN_S=420 JOBS="haikou" bash scripts/device-pretrain.sh
+#          (run tool: carry build-train/corpus/*.npz, vocab.txt, the caches, build-train/pretrain)
+# Env: PRETRAIN_S (seconds of pretraining, 0: none), MODEL ("6 256 4 1024": layers hidden heads
+#      ffn), JOBS (space-separated: haikou, joint, cais), JOINT_ARGS / HAIKOU_ARGS / CAIS_ARGS
+#      (extra arguments), JOB_S (seconds per fine-tuning job).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/device-out}
+mkdir -p "$OUT" /tmp/runs
+export PYTHONUNBUFFERED=1
+t0=$(date +%s)
+read -r L H A F <<<"${MODEL:-6 256 4 1024}"
+PRE=build-train/pretrain
+mkdir -p "$PRE"
+if [ "${PRETRAIN_S:-0}" != 0 ]; then
+  # Weights of an earlier call come as FP16 shards; pretrain.py resumes from fp32 ckpt.pt or,
+  # failing that, from the weights (a fresh optimiser, short warm-up).
+  python3 training/pretrain.py --corpus-dir build-train/corpus --out "$PRE" --layers "$L" \
+      --hidden "$H" --heads "$A" --ffn "$F" --time-budget "$PRETRAIN_S" \
+      ${PRETRAIN_ARGS:-} 2>&1 | tee "$OUT/pretrain.log" | grep -E "step [0-9]*000 |saved|resumed|device"
+fi
+for job in ${JOBS:-}; do
+  case $job in
+    haikou)
+      python3 training/train_classifier.py --cache build-train/haikou.json.gz \
+          --init-encoder "$PRE" --out /tmp/runs/haikou --time-budget "${JOB_S:-150}" \
+          ${HAIKOU_ARGS:-} 2>&1 | tee "$OUT/haikou.log" | tail -5 ;;
+    joint)
+      python3 training/train.py --cache build-train/joint.json.gz --init-encoder "$PRE" \
+          --out /tmp/runs/joint --time-budget "${JOB_S:-150}" ${JOINT_ARGS:-} 2>&1 \
+          | tee "$OUT/joint.log" | tail -6 ;;
+    cais)
+      python3 training/train.py --cache build-train/cais.json.gz --init-encoder "$PRE" \
+          --taxonomy build-train/cais/taxonomy.yaml --out /tmp/runs/cais \
+          --time-budget "${JOB_S:-150}" ${CAIS_ARGS:-} 2>&1 | tee "$OUT/cais.log" | tail -4 ;;
+    *) echo "unknown job $job"; exit 2 ;;
+  esac
+done
+# FP16 copies of the weights (half the bytes; what the model folders store anyway).
+mkdir -p /tmp/ret
+python3 training/fp16_run.py "$PRE" /tmp/ret/pretrain || echo "pretrain weights not returned"
+for d in /tmp/runs/*/; do
+  [ -f "$d/config.json" ] && python3 training/fp16_run.py "$d" "/tmp/ret/$(basename "$d")"
+done
+tar -C /tmp -czf /tmp/ret.tar.gz ret
+split -b 15M -d /tmp/ret.tar.gz "$OUT/ret.tar.gz."
+ls -la "$OUT"
+echo "all done after $(( $(date +%s) - t0 )) s"
