@@ -37,7 +37,7 @@ for job in ${JOBS:-}; do
           --out /tmp/runs/joint --time-budget "${JOB_S:-150}" ${JOINT_ARGS:-} 2>&1 \
           | tee "$OUT/joint.log" | tail -6 ;;
     cais)
-      python3 training/train.py --cache build-train/cais.json.gz --init-encoder "$PRE" \
+      python3 training/train.py --cache build-train/cais/cache.json.gz --init-encoder "$PRE" \
           --taxonomy build-train/cais/taxonomy.yaml --out /tmp/runs/cais \
           --time-budget "${JOB_S:-150}" ${CAIS_ARGS:-} 2>&1 | tee "$OUT/cais.log" | tail -4 ;;
     *) echo "unknown job $job"; exit 2 ;;
