@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "base/error.h"
@@ -40,6 +41,8 @@ HTensor::DType MapType(int t, const std::string& what) {
   switch (t) {
     case onnx::TensorProto::FLOAT:
     case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16:
       return HTensor::DType::kF32;
     case onnx::TensorProto::INT64:
     case onnx::TensorProto::INT32:
@@ -51,8 +54,38 @@ HTensor::DType MapType(int t, const std::string& what) {
       return HTensor::DType::kBool;
     default:
       throw Error(what + " has ONNX element type " + std::to_string(t) +
-                      ", the engine imports float, double, int8/16/32/64, uint8 and bool");
+                      ", the engine imports float, double, float16, bfloat16, int8/16/32/64, "
+                      "uint8 and bool");
   }
+}
+
+// IEEE binary16 bits to float, exactly (subnormals, infinities and NaN included).
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: man * 2^-24, exact in float
+    const float v = float(man) * 5.9604644775390625e-8f;
+    std::memcpy(&bits, &v, 4);
+    bits |= sign;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// bfloat16 bits are the upper half of a float's.
+float Bf16ToFloat(uint16_t b) {
+  const uint32_t bits = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 // Resolves an external-data location inside the model's folder; rejects escapes.
@@ -106,7 +139,8 @@ HTensor ToTensor(const onnx::TensorProto& tp, const fs::path& base_dir) {
     switch (et) {
       case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64: return 8;
       case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: return 4;
-      case onnx::TensorProto::INT16: return 2;
+      case onnx::TensorProto::INT16: case onnx::TensorProto::FLOAT16:
+      case onnx::TensorProto::BFLOAT16: return 2;
       default: return 1;
     }
   };
@@ -122,6 +156,14 @@ HTensor ToTensor(const onnx::TensorProto& tp, const fs::path& base_dir) {
       t.f.resize(n);
       if (et == onnx::TensorProto::FLOAT) {
         std::memcpy(t.f.data(), p, n * 4);
+      } else if (et == onnx::TensorProto::FLOAT16 || et == onnx::TensorProto::BFLOAT16) {
+        // Stored half-width to keep the file small; computed in float from here on.
+        const bool half = et == onnx::TensorProto::FLOAT16;
+        for (int64_t k = 0; k < n; ++k) {
+          uint16_t v;  // little-endian, as ONNX raw_data is
+          std::memcpy(&v, p + 2 * k, 2);
+          t.f[k] = half ? HalfToFloat(v) : Bf16ToFloat(v);
+        }
       } else {
         for (int64_t k = 0; k < n; ++k) {
           double v;
@@ -158,6 +200,17 @@ HTensor ToTensor(const onnx::TensorProto& tp, const fs::path& base_dir) {
   } else if (et == onnx::TensorProto::DOUBLE) {
     check(tp.double_data_size());
     for (double v : tp.double_data()) t.f.push_back(float(v));
+  } else if (et == onnx::TensorProto::FLOAT16 || et == onnx::TensorProto::BFLOAT16) {
+    // ONNX keeps each 16-bit pattern in the low half of an int32_data entry.
+    check(tp.int32_data_size());
+    const bool half = et == onnx::TensorProto::FLOAT16;
+    for (int32_t v : tp.int32_data()) {
+      if (v < 0 || v > 0xFFFF)
+        throw Error(what + " holds " + std::to_string(v) +
+                        " in int32_data, not a 16-bit float pattern (corrupt model)",
+                    Code::kDataLoss);
+      t.f.push_back(half ? HalfToFloat(uint16_t(v)) : Bf16ToFloat(uint16_t(v)));
+    }
   } else if (et == onnx::TensorProto::INT64) {
     check(tp.int64_data_size());
     t.i.assign(tp.int64_data().begin(), tp.int64_data().end());
@@ -216,6 +269,32 @@ HTensor ConstantValue(const Node& n) {
   }
   throw Error(n.Describe() + " has no value the engine can read (value, value_float, value_int, "
               "value_ints, value_floats)");
+}
+
+// Folds Cast(to=FLOAT) of a float constant into a constant: models that store their weights as
+// FLOAT16/BFLOAT16 initializers (already widened at import) cast each one to float before use,
+// and the encoder fusions look for constant weights. A source no node reads any more is dropped.
+void FoldFloatCasts(Graph* g, std::map<std::string, int>* elem_types) {
+  std::set<std::string> graph_outputs, sources;
+  for (const auto& o : g->outputs) graph_outputs.insert(o.name);
+  std::vector<Node> kept;
+  for (auto& n : g->nodes) {
+    const bool fold = n.op == "Cast" && n.inputs.size() == 1 && n.outputs.size() == 1 &&
+                      n.i("to", 0) == onnx::TensorProto::FLOAT && g->IsConst(n.inputs[0]) &&
+                      g->Const(n.inputs[0])->is_float() && !graph_outputs.count(n.outputs[0]);
+    if (!fold) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    g->initializers[n.outputs[0]] = *g->Const(n.inputs[0]);
+    (*elem_types)[n.outputs[0]] = onnx::TensorProto::FLOAT;
+    sources.insert(n.inputs[0]);
+  }
+  g->nodes = std::move(kept);
+  for (const auto& n : g->nodes)
+    for (const auto& in : n.inputs) sources.erase(in);
+  for (const auto& s : sources)
+    if (!graph_outputs.count(s)) g->initializers.erase(s);
 }
 
 }  // namespace
@@ -287,6 +366,7 @@ Graph ImportOnnx(const std::string& path, QdqInfo* qdq) {
     }
     g.nodes.push_back(std::move(n));
   }
+  FoldFloatCasts(&g, &elem_types);
   *qdq = StripQdq(&g, elem_types);
   g.Validate();
   return g;
