@@ -1,0 +1,240 @@
+"""Corpus stage, pretraining masks, calibration, FP16 storage, the dispatcher's training and
+export, and the CAIS conversion, on small synthetic inputs (no corpus needed)."""
+import gzip
+import json
+import os
+import random
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import calibration  # noqa: E402
+import corpus  # noqa: E402
+import onnx_fp16  # noqa: E402
+import pretrain  # noqa: E402
+import slu_sets  # noqa: E402
+import train_classifier  # noqa: E402
+
+SEED = int(os.environ.get("HOTLINE_TEST_SEED", random.SystemRandom().randrange(2**31)))
+
+
+def test_mask_pii_masks_identifiers_and_keeps_other_numbers():
+    counts = {}
+    text = ("身份证110105198806071234，手机13812345678，座机0898-66123456，车牌琼A12345，"
+            "工单20180107184928，金额35000元")
+    got = corpus.mask_pii(text, counts)
+    assert "110105198806071234" not in got and "[身份证号]" in got
+    assert "13812345678" not in got and "[手机号]" in got
+    assert "0898-66123456" not in got and "[电话]" in got
+    assert "琼A12345" not in got and "[车牌号]" in got
+    assert "20180107184928" in got and "35000" in got  # an order number and an amount stay
+    assert counts == {"id": 1, "mobile": 1, "landline": 1, "plate": 1}
+
+
+def test_mask_names_keeps_the_surname():
+    got = corpus.mask_names("市民王建国来电反映小区停水")
+    assert "王建国" not in got and "王某某" in got
+
+
+def test_corpus_without_a_folder_says_so_and_succeeds(capsys, tmp_path):
+    assert corpus.main(["--corpus", str(tmp_path / "absent"), "--out", str(tmp_path)]) == 0
+    assert "corpus stage skipped" in capsys.readouterr().out
+
+
+def _write_gz(path, lines):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    src = root / "src"
+    _write_gz(str(src / "pretrain" / "customer_service_qa" / "part-000.txt.gz"),
+              ["花呗怎么还款", "我的快递什么时候到", "退款申请提交了吗，电话13912345678"] * 20)
+    _write_gz(str(src / "pretrain" / "dialog_utterances" / "part-000.txt.gz"),
+              ["明天早上六点叫我起床", "播放一首歌"] * 20)
+    orders = []
+    for k in range(40):
+        dept = ["公安局交通警察支队", "城市管理行政执法局"][k % 2]
+        text = ["市民来电反映：某路口红绿灯不亮，请交警部门核实处理。",
+                "市民来电反映：小区门口有人占道经营，请城管部门核实处理。"][k % 2]
+        orders.append(json.dumps({"text": text, "label": dept, "cat1": "城市管理",
+                                  "cat2": ["交通", "市容"][k % 2], "cat3": "", "cat4": "",
+                                  "order_id": f"2018{k:010d}"}, ensure_ascii=False))
+    _write_gz(str(src / "hotline_haikou_12345" / "orders.jsonl.gz"), orders)
+    own = root / "own"
+    own.mkdir()
+    (own / "train.jsonl").write_text(json.dumps({"text": "我家停水了", "intent": "water_outage",
+                                                 "slots": []}, ensure_ascii=False) + "\n",
+                                     encoding="utf-8")
+    out = root / "out"
+    assert corpus.main(["--corpus", str(src), "--out", str(out), "--own-data", str(own),
+                        "--procs", "1", "--dev-frac", "0.1", "--test-frac", "0.2"]) == 0
+    return out
+
+
+def test_corpus_shards_decode_to_the_masked_text_with_word_starts(tiny_corpus):
+    import jieba
+    vocab = (tiny_corpus / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    with np.load(tiny_corpus / "pretrain-customer_service_qa.npz") as z:
+        ids, starts = z["ids"], z["starts"]
+    sep = vocab.index("[SEP]")
+    texts = []
+    for s in starts:
+        e = s
+        while ids[e] != sep:
+            e += 1
+        texts.append(ids[s:e])
+    first = texts[2]
+    chars = "".join(vocab[t & 0x7FFF] for t in first)
+    assert chars == "退款申请提交了吗,电话[手机号]" or chars.startswith("退款申请")
+    assert "13912345678" not in "".join(vocab[t & 0x7FFF] for t in ids)
+    # Word starts where jieba (no HMM) starts a word.
+    text = "我的快递什么时候到"
+    arr = texts[1]
+    assert "".join(vocab[t & 0x7FFF] for t in arr) == text
+    pos, want = 0, set()
+    for w in jieba.cut(text, HMM=False):
+        want.add(pos)
+        pos += len(w)
+    got = {i for i, t in enumerate(arr) if t & 0x8000}
+    assert got == want
+
+
+def test_corpus_splits_orders_by_number_and_reports_coverage(tiny_corpus):
+    def ids(name):
+        with open(tiny_corpus / "haikou" / f"{name}.jsonl", encoding="utf-8") as f:
+            return [json.loads(l)["order_id"] for l in f]
+    train, dev, test = ids("train"), ids("dev"), ids("test")
+    assert (len(train), len(dev), len(test)) == (28, 4, 8)
+    assert max(train) < min(dev) and max(dev) < min(test)
+    rep = json.loads((tiny_corpus / "report.json").read_text(encoding="utf-8"))
+    assert rep["haikou_unk_rate"] == 0.0
+    # The held-out orders stay out of pretraining.
+    assert rep["sources"]["haikou_orders"]["texts"] == 32
+
+
+def test_whole_word_masking_masks_whole_words_only():
+    rng = np.random.default_rng(SEED)
+    # Words: [10 11 12] [13] [14 15]; flags on word starts; a [SEP] (3) in the middle.
+    row = np.array([10 | 0x8000, 11, 12, 13 | 0x8000, 3, 14 | 0x8000, 15], dtype=np.int64)
+    raw = np.tile(row, (400, 1))
+    inp, attn, lab = pretrain.mask_batch(raw, rng, vocab=100, rate=0.3, device="cpu")
+    lab = lab.numpy()[:, 1:-1]
+    chosen = lab != -100
+    assert not chosen[:, 4].any()  # [SEP] never
+    assert (chosen[:, 0] == chosen[:, 1]).all() and (chosen[:, 1] == chosen[:, 2]).all()
+    assert (chosen[:, 5] == chosen[:, 6]).all()
+    assert (lab[chosen] == np.tile(row & 0x7FFF, (400, 1))[chosen]).all()
+    rate = chosen[:, [0, 3, 5]].mean()
+    assert 0.2 < rate < 0.4  # 1,200 Bernoulli(0.3) draws: 7 standard deviations either side
+    i = inp.numpy()[:, 1:-1]
+    assert (i[chosen] == pretrain.MASK).mean() > 0.6
+    assert (inp.numpy()[:, 0] == pretrain.CLS).all() and (inp.numpy()[:, -1] == pretrain.SEP).all()
+
+
+def test_head_tail_by_hand():
+    ids = list(range(100, 120))  # 20 tokens
+    got = train_classifier.head_tail(ids, 10, 2, 3)  # 8 kept: 4 head + 4 tail
+    assert got == [2, 100, 101, 102, 103, 116, 117, 118, 119, 3]
+    assert train_classifier.head_tail(ids[:5], 10, 2, 3) == [2] + ids[:5] + [3]
+    got = train_classifier.head_tail(ids, 11, 2, 3)  # 9 kept: 5 head + 4 tail
+    assert got == [2, 100, 101, 102, 103, 104, 116, 117, 118, 119, 3]
+
+
+def test_strip_request_removes_the_closing_request_and_boilerplate():
+    t = "市民来电反映：路灯不亮。请城管部门核实处理！（请职能局按规定在30分钟内核实处理，响应处置）"
+    assert train_classifier.strip_request(t) == "市民来电反映：路灯不亮。"
+
+
+def test_temperature_recovers_a_known_temperature():
+    rng = np.random.default_rng(SEED)
+    logits = rng.normal(0, 3, size=(20000, 6))
+    p = calibration.softmax(logits, 2.0)
+    gold = np.array([rng.choice(6, p=row) for row in p])
+    t = calibration.fit_temperature(logits, gold)
+    assert abs(t - 2.0) < 0.2
+    assert calibration.ece(calibration.softmax(logits, t), gold) < \
+        calibration.ece(calibration.softmax(logits), gold)
+
+
+def test_ece_by_hand():
+    probs = np.array([[0.9, 0.1], [0.9, 0.1], [0.6, 0.4], [0.6, 0.4]])
+    gold = np.array([0, 1, 0, 0])
+    # Bins: 0.9 (acc 0.5, weight 0.5) and 0.6 (acc 1.0, weight 0.5): 0.5*0.4 + 0.5*0.4
+    assert calibration.ece(probs, gold) == pytest.approx(0.4)
+
+
+def test_handoff_threshold_respects_the_rate():
+    probs = np.array([[0.95, 0.05]] * 97 + [[0.35, 0.65]] * 3)
+    gold = np.array([0] * 97 + [1] * 3)
+    # Confidence 0.65 on 3%: every threshold of the grid up to 0.80 hands off at most 3%.
+    h = calibration.handoff_threshold(probs, gold, max_rate=0.03)
+    assert h["threshold"] == pytest.approx(0.80) and h["rate"] == pytest.approx(0.03)
+    assert h["accuracy_below"] == 1.0 and h["accuracy_above"] == 1.0
+    # At most 2%: the threshold must stay at or below 0.65, where nothing falls below.
+    h = calibration.handoff_threshold(probs, gold, max_rate=0.02)
+    assert h["threshold"] == pytest.approx(0.65) and h["rate"] == 0.0
+
+
+def test_fp16_storage_matches_rounded_weights_in_onnx_runtime(tmp_path):
+    import onnx
+    import onnxruntime as ort
+    torch.manual_seed(SEED % 1000)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    path = str(tmp_path / "m.onnx")
+    x = torch.randn(3, 16)
+    torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["y"], opset_version=14)
+    size32 = os.path.getsize(path)
+    n = onnx_fp16.store_fp16(path, min_elems=8)
+    assert n == 3 and os.path.getsize(path) < size32 * 0.7  # the 4-element bias stays FP32
+    kinds = sorted(i.data_type for i in onnx.load(path).graph.initializer)
+    assert kinds == [onnx.TensorProto.FLOAT] + [onnx.TensorProto.FLOAT16] * 3
+    onnx_fp16.round_state_dict_fp16(m, min_elems=8)
+    got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x.numpy()})[0]
+    with torch.no_grad():
+        ref = m(x).numpy()
+    assert np.abs(got - ref).max() < 1e-5
+
+
+def test_cais_bioes_with_removed_spaces_by_hand():
+    r = {"text": "周杰伦夜曲", "label": "PlayMusic",
+         "bio": ["B-singer_name", "I-singer_name", "E-singer_name", "", "B-song_name",
+                 "E-song_name"]}
+    got = slu_sets.cais_row(r)
+    assert got["slots"] == [
+        {"type": "singer_name", "start": 0, "end": 3, "value": "周杰伦"},
+        {"type": "song_name", "start": 3, "end": 5, "value": "夜曲"}]
+    r = {"text": "放许嵩的歌", "label": "PlayMusic", "bio": ["O", "B-s", "E-s", "S-t", "O"]}
+    assert [(s["value"], s["type"]) for s in slu_sets.cais_row(r)["slots"]] == \
+        [("许嵩", "s"), ("的", "t")]
+
+
+def test_classifier_trains_exports_and_matches_onnx_runtime(tiny_corpus, tmp_path):
+    import export_classifier
+    run = tmp_path / "run"
+    res = train_classifier.main([
+        "--data", str(tiny_corpus / "haikou"), "--vocab", str(tiny_corpus / "vocab.txt"),
+        "--out", str(run), "--layers", "1", "--hidden", "32", "--heads", "2", "--ffn", "64",
+        "--epochs", "2", "--batch-size", "8", "--max-length", "24", "--device", "cpu",
+        "--seed", str(SEED % 1000)])
+    assert res["departments"] == 2 and "test" in res
+    cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    assert cfg["labels"]["department"] == sorted(cfg["labels"]["department"],
+                                                 key=lambda k: k)  # equal counts: by name
+    out = tmp_path / "folder"
+    rep = export_classifier.main(["--run", str(run), "--vocab", str(tiny_corpus / "vocab.txt"),
+                                  "--data", str(tiny_corpus / "haikou"), "--out", str(out)])
+    assert rep["test"]["parity_max_abs"] < 2e-3
+    yaml_text = (out / "model.yaml").read_text(encoding="utf-8")
+    assert "kind: classifier" in yaml_text and "long_text: head_tail" in yaml_text
+    labels = json.loads((out / "labels.json").read_text(encoding="utf-8"))
+    assert set(labels) == {"department", "category"}
