@@ -8,6 +8,14 @@
 //    "confusions": [{"gold", "predicted", "count"}], "seconds"}
 // --predictions FILE writes the predicted intent of every utterance, one per line.
 //
+// A classifier folder (model.yaml kind: classifier) is scored on JSON Lines with text, label (the
+// department) and optionally category: department top-1 and top-3 accuracy, category accuracy
+// (over the lines with one), per-department table and confusions. --json prints
+//   {"n", "department_accuracy", "department_top3_accuracy", "category_n", "category_accuracy",
+//    "per_department": {label: {n, correct, predicted, accuracy, precision}},
+//    "confusions": [{"gold", "predicted", "count"}], "seconds"}
+// and --predictions FILE writes `hotline predict`'s JSON line for every order.
+//
 // hotline eval --model DIR --data FILE.jsonl --compare-precisions [--calib CALIB.jsonl]
 //              [--precisions fp32,bf16,int8] [--backend B] [--json]
 // Builds one plan per precision (the model's ONNX, the pipeline's profile; INT8 calibrated on
@@ -38,7 +46,9 @@
 #include "cli/command.h"
 #include "engine/backend.h"
 #include "engine/qdq_build.h"
+#include "nlu/classifier_eval.h"
 #include "nlu/gate_eval.h"
+#include "nlu/json_io.h"
 #include "nlu/pipeline.h"
 
 extern char** environ;
@@ -282,11 +292,74 @@ int ComparePrecisions(const Options& o) {
   return 0;
 }
 
+int EvalClassifier(const Options& o) {
+  const auto data = nlu::ReadClassifierData(o.data);
+  nlu::PipelineOptions popts;
+  popts.precision = engine::ParsePrecision(
+      o.precision.empty() ? nlu::ModelConfig::Load(o.model).precision : o.precision);
+  popts.backend = engine::ParseBackend(o.backend);
+  popts.head_top_k = std::max(3, nlu::ModelConfig::Load(o.model).top_k);  // top-3 accuracy
+  auto pipeline = nlu::Pipeline::Open(o.model, popts);
+  const nlu::ClassifierScores s = nlu::ScoreClassifier(*pipeline, data, o.batch);
+  if (!o.predictions.empty()) {
+    std::ofstream out(o.predictions);
+    for (const auto& u : s.predictions)
+      out << nlu::ToJson(u).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    if (!out) throw hotline::Error("cannot write '" + o.predictions + "'");
+  }
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  json j = {{"model", pipeline->config().name},
+            {"n", s.n},
+            {"department_accuracy", s.department_accuracy()},
+            {"department_top3_accuracy", s.department_top3_accuracy()},
+            {"category_n", s.category_n},
+            {"category_accuracy", s.category_accuracy()},
+            {"seconds", s.seconds},
+            {"peak_rss_mb", OwnPeakRssMb()}};
+  j["per_department"] = json::object();
+  for (const auto& [label, st] : s.per_department)
+    j["per_department"][label] = {{"n", st.n},
+                                  {"correct", st.correct},
+                                  {"predicted", st.predicted},
+                                  {"accuracy", ratio(st.correct, st.n)},
+                                  {"precision", ratio(st.correct, st.predicted)}};
+  std::vector<std::pair<int, std::pair<std::string, std::string>>> conf;
+  for (const auto& [k, c] : s.confusions) conf.push_back({c, k});
+  std::sort(conf.begin(), conf.end(), [](const auto& x, const auto& y) {
+    return x.first > y.first || (x.first == y.first && x.second < y.second);
+  });
+  if (conf.size() > 20) conf.resize(20);
+  j["confusions"] = json::array();
+  for (const auto& [c, k] : conf)
+    j["confusions"].push_back({{"gold", k.first}, {"predicted", k.second}, {"count", c}});
+  if (o.json) {
+    std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("n=%d  department top-1 %.4f  top-3 %.4f  category %.4f (n=%d)  (%.1f s)\n\n", s.n,
+              s.department_accuracy(), s.department_top3_accuracy(), s.category_accuracy(),
+              s.category_n, s.seconds);
+  std::printf("%6s %8s %9s  %s\n", "n", "accuracy", "precision", "department");
+  for (const auto& [label, st] : j["per_department"].items())
+    if (st["n"].get<int>() > 0)
+      std::printf("%6d %8.4f %9.4f  %s\n", st["n"].get<int>(), st["accuracy"].get<double>(),
+                  st["precision"].get<double>(), label.c_str());
+  if (!j["confusions"].empty()) {
+    std::printf("\nconfusions (gold -> predicted: count)\n");
+    for (const auto& c : j["confusions"])
+      std::printf("  %s -> %s: %d\n", c["gold"].get<std::string>().c_str(),
+                  c["predicted"].get<std::string>().c_str(), c["count"].get<int>());
+  }
+  return 0;
+}
+
 hotline::cli::Registrar reg(
     "eval", "Score a model on labelled utterances (intent accuracy, slot F1)", [](CLI::App& app) {
       auto o = std::make_shared<Options>();
       app.add_option("--model", o->model, "model folder")->required();
-      app.add_option("--data", o->data, "JSON Lines with text, intent, slots")->required();
+      app.add_option("--data", o->data,
+                     "JSON Lines with text, intent, slots (classifier: text, label, category)")
+          ->required();
       app.add_flag("--json", o->json, "print one JSON object");
       app.add_option("--precision", o->precision, "fp32|fp16|bf16|int8|fp8 (default: model's)");
       app.add_option("--backend", o->backend, "cpu|cuda");
@@ -299,6 +372,12 @@ hotline::cli::Registrar reg(
       app.add_option("--precisions", o->precisions,
                      "with --compare-precisions: a comma-separated subset, e.g. fp32,int8");
       return [o]() -> int {
+        if (nlu::ModelConfig::Load(o->model).kind == "classifier") {
+          if (o->compare || !o->calib.empty() || !o->precisions.empty())
+            throw hotline::Error("--compare-precisions, --calib and --precisions score joint "
+                                 "models; '" + o->model + "' is a classifier");
+          return EvalClassifier(*o);
+        }
         if (o->compare) {
           if (!o->precision.empty())
             throw hotline::Error("--compare-precisions builds every precision; drop --precision");

@@ -1,9 +1,12 @@
-// hotline predict --model DIR [--precision P] [--backend B] [--batch N] [--top-k K]
-// Text lines, or JSON lines with "text" (and optionally "reference_time": ISO-8601), on stdin;
-// one JSON line per input on stdout (nlu/json_io.h):
+// hotline predict --model DIR [--text T ...] [--precision P] [--backend B] [--batch N] [--top-k K]
+// Text lines, or JSON lines with "text" (and optionally "reference_time": ISO-8601), on stdin, or
+// the --text values; one JSON line per input on stdout (nlu/json_io.h):
 //   {"intent", "confidence", "department", "business_line",
 //    "slots": [{"type", "start", "end", "value", "normalized", "valid"}],
 //    "top_k": [{"intent", "probability"}], "truncated", "num_tokens"}
+// or, for a classifier folder (kind: classifier; --top-k default: model.yaml's top_k, 5):
+//   {"department", "department_score", "top_k": [{"department", "score"}], "category",
+//    "category_score", "category_top_k": [{"category", "score"}], "truncated", "num_tokens"}
 // The model folder's plan for the precision (default: model.yaml's) and backend is built and
 // cached when missing. A bad line (invalid UTF-8, JSON without "text") gets {"error": "..."} and
 // the command goes on; the exit code is then 1.
@@ -24,6 +27,7 @@ namespace {
 struct Options {
   std::string model, precision, backend = "cpu";
   int batch = 1, top_k = 3;
+  std::vector<std::string> texts;  // --text: instead of stdin
 };
 
 struct Input {
@@ -55,7 +59,7 @@ Input Parse(const std::string& line, std::chrono::system_clock::time_point now) 
 }
 
 hotline::cli::Registrar reg(
-    "predict", "Intent, slots and department for text lines (JSON lines out)",
+    "predict", "Intent, slots and department (or a classifier's labels) for texts (JSON lines)",
     [](CLI::App& app) {
       auto o = std::make_shared<Options>();
       app.add_option("--model", o->model, "model folder (model.yaml, vocab, labels, ONNX)")
@@ -64,14 +68,18 @@ hotline::cli::Registrar reg(
       app.add_option("--backend", o->backend, "cpu|cuda");
       app.add_option("--batch", o->batch, "lines per engine run (waits for that many lines)")
           ->check(CLI::Range(1, 4096));
-      app.add_option("--top-k", o->top_k, "intents listed in top_k")->check(CLI::Range(1, 100));
-      return [o]() -> int {
+      CLI::Option* top_k = app.add_option("--top-k", o->top_k,
+                                          "intents (classifier: labels per head) listed in top_k")
+                               ->check(CLI::Range(1, 100));
+      app.add_option("--text", o->texts, "a text to answer (repeatable); default: stdin lines");
+      return [o, top_k]() -> int {
         namespace nlu = hotline::nlu;
         nlu::PipelineOptions popts;
         popts.precision = hotline::engine::ParsePrecision(
             o->precision.empty() ? nlu::ModelConfig::Load(o->model).precision : o->precision);
         popts.backend = hotline::engine::ParseBackend(o->backend);
         popts.top_k = o->top_k;
+        if (top_k->count() > 0) popts.head_top_k = o->top_k;
         auto pipeline = nlu::Pipeline::Open(o->model, popts);
         std::ios::sync_with_stdio(false);
         int rc = 0;
@@ -110,7 +118,11 @@ hotline::cli::Registrar reg(
           inputs.clear();
         };
         std::string line;
-        while (std::getline(std::cin, line)) {
+        for (const std::string& text : o->texts) {
+          inputs.push_back({text, "", std::chrono::system_clock::now()});
+          if (int(inputs.size()) >= o->batch) flush();
+        }
+        while (o->texts.empty() && std::getline(std::cin, line)) {
           if (!line.empty() && line.back() == '\r') line.pop_back();
           inputs.push_back(Parse(line, std::chrono::system_clock::now()));
           if (int(inputs.size()) >= o->batch) flush();

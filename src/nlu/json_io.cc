@@ -4,7 +4,29 @@
 
 namespace hotline::nlu {
 
+namespace {
+
+// A classifier's answer: per head its label and score, the first head's top_k as "top_k" and
+// the other heads' as "<head>_top_k".
+nlohmann::json HeadsJson(const Understanding& u) {
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t h = 0; h < u.heads.size(); ++h) {
+    const HeadResult& r = u.heads[h];
+    j[r.head] = r.label;
+    j[r.head + "_score"] = r.score;
+    nlohmann::json top = nlohmann::json::array();
+    for (const LabelScore& t : r.top_k) top.push_back({{r.head, t.label}, {"score", t.score}});
+    j[h == 0 ? std::string("top_k") : r.head + "_top_k"] = std::move(top);
+  }
+  j["truncated"] = u.truncated;
+  j["num_tokens"] = u.num_tokens;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json ToJson(const Understanding& u) {
+  if (!u.heads.empty()) return HeadsJson(u);
   nlohmann::json slots = nlohmann::json::array();
   for (const Slot& s : u.slots) {
     slots.push_back({{"type", s.type},

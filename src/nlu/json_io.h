@@ -13,6 +13,10 @@ namespace hotline::nlu {
 // {"intent", "confidence", "department", "business_line",
 //  "slots": [{"type", "start", "end", "value", "normalized", "valid"}],
 //  "top_k": [{"intent", "probability"}], "truncated", "num_tokens"}
+// A classifier's answer (Understanding::heads, e.g. heads department and category):
+// {"department", "department_score", "top_k": [{"department", "score"}], "category",
+//  "category_score", "category_top_k": [{"category", "score"}], "truncated", "num_tokens"}
+// (the first head's list is "top_k", the others' "<head>_top_k").
 nlohmann::json ToJson(const Understanding& u);
 
 // "2026-11-28T22:00:00+08:00", "...Z" or "2026-11-28 22:00:00" (taken as +08:00, the hotline's

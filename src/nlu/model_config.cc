@@ -1,6 +1,7 @@
 // model.yaml and labels.json: reading and checking a model folder.
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -55,9 +56,87 @@ ModelConfig ModelConfig::Load(const std::string& dir) {
       if (f["labels"]) labels = f["labels"].as<std::string>();
       if (f["taxonomy"]) taxonomy = f["taxonomy"].as<std::string>();
     }
+    if (y["kind"]) c.kind = y["kind"].as<std::string>();
+    if (c.kind != "joint" && c.kind != "classifier")
+      throw Error(path + ": kind must be joint or classifier, got '" + c.kind + "'");
+    const bool classifier = c.kind == "classifier";
+    if (y["long_text"]) {
+      const std::string lt = y["long_text"].as<std::string>();
+      if (lt == "head_tail") {
+        c.long_text = LongText::kHeadTail;
+      } else if (lt != "truncate") {
+        throw Error(path + ": long_text must be truncate or head_tail, got '" + lt + "'");
+      }
+      if (!classifier && c.long_text == LongText::kHeadTail)
+        throw Error(path + ": long_text head_tail is for classifier models (slot offsets of a "
+                           "joint model need contiguous text)");
+    }
     if (auto o = y["outputs"]) {
-      if (o["intent"]) c.intent_output = o["intent"].as<std::string>();
-      if (o["slots"]) c.slot_output = o["slots"].as<std::string>();
+      if (!o.IsMap()) throw Error(path + ": outputs must be a mapping of head: output name");
+      if (classifier) {
+        for (const auto& kv : o) {
+          ClassifierHead h;
+          h.name = kv.first.as<std::string>();
+          h.output = kv.second.as<std::string>();
+          if (h.name.empty() || h.output.empty())
+            throw Error(path + ": outputs: head and output names must not be empty");
+          for (const auto& other : c.heads)
+            if (other.output == h.output)
+              throw Error(path + ": outputs: heads '" + other.name + "' and '" + h.name +
+                          "' both read output '" + h.output + "'");
+          c.heads.push_back(h);
+        }
+      } else {
+        if (o["intent"]) c.intent_output = o["intent"].as<std::string>();
+        if (o["slots"]) c.slot_output = o["slots"].as<std::string>();
+      }
+    }
+    if (classifier && c.heads.empty())
+      throw Error(path + ": a classifier needs outputs: {head: output name, ...}");
+    if (y["top_k"]) {
+      c.top_k = y["top_k"].as<int>();
+      if (c.top_k < 1) throw Error(path + ": top_k must be at least 1");
+    }
+    if (auto cal = y["calibration"]) {
+      if (!cal.IsMap()) throw Error(path + ": calibration must be a mapping");
+      for (const auto& kv : cal) {
+        const std::string key = kv.first.as<std::string>();
+        if (key != "temperature" && key != "handoff_threshold")
+          throw Error(path + ": unknown key 'calibration." + key +
+                      "' (known: temperature, handoff_threshold)");
+      }
+      if (auto t = cal["temperature"]) {
+        if (!t.IsMap())
+          throw Error(path + ": calibration.temperature must map a head to its temperature");
+        for (const auto& kv : t) {
+          const std::string head = kv.first.as<std::string>();
+          const float T = kv.second.as<float>();
+          if (!(T > 0) || !std::isfinite(T))
+            throw Error(path + ": calibration.temperature." + head + " must be a positive number");
+          bool known = false;
+          if (!classifier && head == "intent") {
+            c.intent_temperature = T;
+            known = true;
+          }
+          for (auto& h : c.heads) {
+            if (h.name == head) {
+              h.temperature = T;
+              known = true;
+            }
+          }
+          if (!known)
+            throw Error(path + ": calibration.temperature." + head + " names no head of this " +
+                        c.kind + " model" + (classifier ? "" : " (joint: intent)"));
+        }
+      }
+      if (auto h = cal["handoff_threshold"]) {
+        if (classifier)
+          throw Error(path + ": calibration.handoff_threshold is for joint models (the dialog's)");
+        const float v = h.as<float>();
+        if (!(v > 0 && v < 1))
+          throw Error(path + ": calibration.handoff_threshold must be in (0, 1)");
+        c.handoff_threshold = v;
+      }
     }
     if (y["profile"]) c.profile = y["profile"].as<std::string>();
     c.vocab_file = Join(dir, vocab);
@@ -113,6 +192,65 @@ Labels Labels::Load(const std::string& path, const Taxonomy& taxonomy) {
                   "' names a slot type that is not in the taxonomy");
   }
   return l;
+}
+
+ClassifierLabels ClassifierLabels::Load(const std::string& path, const ModelConfig& config) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open labels file '" + path + "'", Code::kNotFound);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("labels file '" + path + "' is not valid JSON: " + e.what());
+  }
+  if (!j.is_object())
+    throw Error("labels file '" + path + "' must be an object of head: [labels]");
+  ClassifierLabels l;
+  for (const auto& h : config.heads) {
+    if (!j.contains(h.name))
+      throw Error("labels file '" + path + "' has no list for head '" + h.name + "'");
+    std::vector<std::string> labels;
+    try {
+      labels = j.at(h.name).get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception&) {
+      throw Error("labels file '" + path + "': '" + h.name + "' must be a list of strings");
+    }
+    if (labels.empty()) throw Error("labels file '" + path + "': '" + h.name + "' is empty");
+    std::set<std::string> seen;
+    for (const auto& s : labels) {
+      if (s.empty()) throw Error("labels file '" + path + "': '" + h.name + "' has an empty label");
+      if (!seen.insert(s).second)
+        throw Error("labels file '" + path + "': '" + h.name + "' lists '" + s + "' twice");
+    }
+    l.heads.push_back(std::move(labels));
+  }
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const auto& h : config.heads) known = known || h.name == key;
+    if (!known)
+      throw Error("labels file '" + path + "' has a list '" + key +
+                  "' for a head that model.yaml's outputs do not name");
+  }
+  return l;
+}
+
+std::vector<int> KeptTokens(int num_tokens, int max_length, LongText mode) {
+  if (max_length < 3)
+    throw Error("a model must take at least 3 tokens, got max_length " +
+                std::to_string(max_length));
+  std::vector<int> keep;
+  if (num_tokens <= max_length) {
+    for (int i = 0; i < num_tokens; ++i) keep.push_back(i);
+    return keep;
+  }
+  const int content = num_tokens - 2, budget = max_length - 2;
+  const int tail = mode == LongText::kHeadTail ? budget / 2 : 0;
+  const int head = budget - tail;
+  keep.push_back(0);
+  for (int i = 1; i <= head; ++i) keep.push_back(i);
+  for (int i = content - tail + 1; i <= content; ++i) keep.push_back(i);
+  keep.push_back(num_tokens - 1);
+  return keep;
 }
 
 std::string PlanCachePath(const ModelConfig& config, const engine::BuildOptions& options) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -153,25 +154,54 @@ std::shared_ptr<engine::Engine> LoadEngine(const ModelConfig& c, const engine::B
   return engine::Engine::Load(path);
 }
 
+// The plan's build options: the caller's precision and backend; model.yaml's profile unless the
+// caller gave one; sequences capped at the model's max length.
+engine::BuildOptions EngineOptions(const ModelConfig& config, const PipelineOptions& opts) {
+  engine::BuildOptions b;
+  b.precision = opts.precision;
+  b.backend = opts.backend;
+  b.profile = opts.profile;
+  const engine::Profile defaults;
+  if (!config.profile.empty() && b.profile.ToString() == defaults.ToString())
+    b.profile = engine::Profile::Parse(config.profile);
+  b.profile.max_seq = std::min(b.profile.max_seq, config.max_length);
+  b.profile.opt_seq = std::min(b.profile.opt_seq, b.profile.max_seq);
+  b.profile.min_seq = std::min(b.profile.min_seq, b.profile.opt_seq);
+  return b;
+}
+
+// Softmax of logits / temperature (max-subtracted), and the k best indices, best first (ties:
+// lower index first).
+std::vector<float> Softmax(const float* logits, int n, float temperature) {
+  std::vector<float> p(logits, logits + n);
+  for (float& v : p) v /= temperature;
+  const float mx = *std::max_element(p.begin(), p.end());
+  double sum = 0;
+  for (float& v : p) sum += (v = std::exp(v - mx));
+  for (float& v : p) v = float(v / sum);
+  return p;
+}
+
+std::vector<int> TopK(const std::vector<float>& p, int k) {
+  std::vector<int> order(p.size());
+  for (size_t i = 0; i < p.size(); ++i) order[i] = int(i);
+  k = std::min<int>(k, int(p.size()));
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int x, int y) { return p[x] > p[y] || (p[x] == p[y] && x < y); });
+  order.resize(k);
+  return order;
+}
+
 class PipelineImpl : public Pipeline {
  public:
-  PipelineImpl(const std::string& dir, const PipelineOptions& opts)
+  PipelineImpl(ModelConfig config, const PipelineOptions& opts)
       : opts_(opts),
-        config_(ModelConfig::Load(dir)),
+        config_(std::move(config)),
         taxonomy_(Taxonomy::Load(config_.taxonomy_file)),
         labels_(Labels::Load(config_.labels_file, taxonomy_)),
         tags_(labels_.slot_tags) {
     if (opts_.top_k < 1) throw Error("top_k must be at least 1");
-    engine::BuildOptions b;
-    b.precision = opts.precision;
-    b.backend = opts.backend;
-    b.profile = opts.profile;
-    const engine::Profile defaults;
-    if (!config_.profile.empty() && b.profile.ToString() == defaults.ToString())
-      b.profile = engine::Profile::Parse(config_.profile);
-    b.profile.max_seq = std::min(b.profile.max_seq, config_.max_length);
-    b.profile.opt_seq = std::min(b.profile.opt_seq, b.profile.max_seq);
-    b.profile.min_seq = std::min(b.profile.min_seq, b.profile.opt_seq);
+    const engine::BuildOptions b = EngineOptions(config_, opts);
     engine_ = LoadEngine(config_, b, opts.use_plan_cache, &plan_path_);
     profile_ = engine_->info().profile;
     CheckOutputs();
@@ -244,6 +274,7 @@ class PipelineImpl : public Pipeline {
   const engine::PlanInfo& plan_info() const override { return engine_->info(); }
   const Taxonomy& taxonomy() const override { return taxonomy_; }
   const Labels& labels() const override { return labels_; }
+  const ClassifierLabels& classifier_labels() const override { return no_heads_; }
   std::string plan_path() const override { return plan_path_; }
 
  private:
@@ -282,18 +313,10 @@ class PipelineImpl : public Pipeline {
               const std::vector<char32_t>& text,
               std::chrono::system_clock::time_point reference_time, Understanding* u) const {
     const int n_int = int(labels_.intents.size()), n_tag = tags_.size();
-    // Softmax, max-subtracted.
-    std::vector<float> p(intent_logits, intent_logits + n_int);
-    const float mx = *std::max_element(p.begin(), p.end());
-    double sum = 0;
-    for (float& v : p) sum += (v = std::exp(v - mx));
-    for (float& v : p) v = float(v / sum);
-    std::vector<int> order(n_int);
-    for (int k = 0; k < n_int; ++k) order[k] = k;
-    const int k_top = std::min(opts_.top_k, n_int);
-    std::partial_sort(order.begin(), order.begin() + k_top, order.end(),
-                      [&](int x, int y) { return p[x] > p[y] || (p[x] == p[y] && x < y); });
-    for (int k = 0; k < k_top; ++k) u->top_k.push_back({labels_.intents[order[k]], p[order[k]]});
+    // Softmax at the folder's calibration temperature (1 when model.yaml gives none).
+    const std::vector<float> p = Softmax(intent_logits, n_int, config_.intent_temperature);
+    const std::vector<int> order = TopK(p, opts_.top_k);
+    for (int k : order) u->top_k.push_back({labels_.intents[k], p[k]});
     SetIntent(u, labels_.intents[order[0]], p[order[0]]);
 
     // Slots over the tokens between [CLS] and [SEP].
@@ -340,13 +363,159 @@ class PipelineImpl : public Pipeline {
   std::string plan_path_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<ContextPool> pool_;
+  const ClassifierLabels no_heads_;
+};
+
+// kind: classifier. One softmax per head over that head's labels; no taxonomy, no slots.
+class ClassifierImpl : public Pipeline {
+ public:
+  ClassifierImpl(ModelConfig config, const PipelineOptions& opts)
+      : opts_(opts),
+        config_(std::move(config)),
+        labels_(ClassifierLabels::Load(config_.labels_file, config_)),
+        top_k_(opts.head_top_k > 0 ? opts.head_top_k : config_.top_k) {
+    const engine::BuildOptions b = EngineOptions(config_, opts);
+    engine_ = LoadEngine(config_, b, opts.use_plan_cache, &plan_path_);
+    const engine::Profile profile = engine_->info().profile;
+    max_tokens_ = std::min(config_.max_length, profile.max_seq);
+    max_batch_ = std::max(1, profile.max_batch);
+    CheckOutputs();
+    text::TokenizerOptions t;
+    t.lowercase = config_.lowercase;
+    t.normalize_width = config_.normalize_width;
+    // Whole texts: long_text decides which tokens the model sees (KeptTokens).
+    t.max_length = std::numeric_limits<int>::max() / 2;
+    tokenizer_ = std::make_unique<text::Tokenizer>(
+        std::make_shared<const text::Vocab>(text::Vocab::Load(config_.vocab_file)), t);
+    pool_ = std::make_unique<ContextPool>(*engine_, opts.contexts);
+  }
+
+  std::vector<Understanding> Understand(const std::vector<std::string>& texts,
+                                        std::chrono::system_clock::time_point) override {
+    std::vector<Understanding> results(texts.size());
+    std::vector<std::vector<int32_t>> ids(texts.size());
+    ParallelFor(texts.size(), [&](size_t i) {
+      std::vector<char32_t> cps;
+      try {
+        text::DecodeUtf8(texts[i], &cps);
+      } catch (const Error& e) {
+        throw Error("text " + std::to_string(i) + ": " + e.what(), Code::kInvalidArgument);
+      }
+      const text::Encoding enc = tokenizer_->Encode(cps);
+      const std::vector<int> keep =
+          KeptTokens(int(enc.ids.size()), max_tokens_, config_.long_text);
+      for (int k : keep) ids[i].push_back(enc.ids[k]);
+      results[i].truncated = keep.size() < enc.ids.size();
+      results[i].num_tokens = int(ids[i].size());
+      if (opts_.debug_tokens) results[i].token_ids.assign(ids[i].begin(), ids[i].end());
+    });
+    std::vector<int> todo;  // texts with content go to the engine
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (ids[i].size() > 2) {
+        todo.push_back(int(i));
+      } else {  // nothing to classify: every head answers "" with score 0
+        for (const ClassifierHead& head : config_.heads) {
+          HeadResult r;
+          r.head = head.name;
+          results[i].heads.push_back(std::move(r));
+        }
+      }
+    }
+    for (size_t a = 0; a < todo.size(); a += max_batch_) {
+      const size_t b = std::min(todo.size(), a + size_t(max_batch_));
+      engine::PackedBatch batch;
+      batch.cu_seqlens.push_back(0);
+      for (size_t k = a; k < b; ++k) {
+        const auto& v = ids[todo[k]];
+        batch.input_ids.insert(batch.input_ids.end(), v.begin(), v.end());
+        batch.cu_seqlens.push_back(int32_t(batch.input_ids.size()));
+      }
+      batch.token_type_ids.assign(batch.input_ids.size(), 0);
+      std::vector<engine::Output> outs;
+      {
+        auto ctx = pool_->Borrow();
+        ctx->Run(batch, &outs);
+      }
+      for (size_t h = 0; h < config_.heads.size(); ++h) {
+        const ClassifierHead& head = config_.heads[h];
+        const std::vector<std::string>& labels = labels_.heads[h];
+        const engine::Output& out = FindOutput(outs, head.output);
+        const int n = int(labels.size());
+        if (out.data.size() != size_t(batch.batch()) * n)
+          throw Error("engine output '" + head.output + "' has an unexpected size",
+                      Code::kInternal);
+        for (size_t s = 0; s < b - a; ++s) {
+          Understanding& u = results[todo[a + s]];
+          const std::vector<float> p = Softmax(&out.data[s * n], n, head.temperature);
+          HeadResult r;
+          r.head = head.name;
+          for (int k : TopK(p, top_k_)) r.top_k.push_back({labels[k], p[k]});
+          r.label = r.top_k[0].label;
+          r.score = r.top_k[0].score;
+          if (head.name == "department") u.department = r.label;
+          u.heads.push_back(std::move(r));
+        }
+      }
+    }
+    return results;
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  const engine::PlanInfo& plan_info() const override { return engine_->info(); }
+  const Taxonomy& taxonomy() const override { return no_taxonomy_; }
+  const Labels& labels() const override { return no_labels_; }
+  const ClassifierLabels& classifier_labels() const override { return labels_; }
+  std::string plan_path() const override { return plan_path_; }
+
+ private:
+  // Every head's output is per sequence with as many values as its labels.json list.
+  void CheckOutputs() const {
+    const auto& info = engine_->info();
+    for (size_t h = 0; h < config_.heads.size(); ++h) {
+      const ClassifierHead& head = config_.heads[h];
+      const size_t n = labels_.heads[h].size();
+      const engine::OutputInfo* found = nullptr;
+      for (const auto& o : info.outputs)
+        if (o.name == head.output) found = &o;
+      if (!found) {
+        std::string names;
+        for (const auto& o : info.outputs) names += (names.empty() ? "" : ", ") + o.name;
+        throw Error("model '" + config_.dir + "' has no output named '" + head.output +
+                    "' (head '" + head.name + "'); its outputs: " + names);
+      }
+      if (found->kind != engine::Output::Kind::kPerSequence || found->inner_shape.size() != 1 ||
+          size_t(found->inner_shape[0]) != n) {
+        std::string shape;
+        for (auto d : found->inner_shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+        throw Error("model '" + config_.dir + "': output '" + head.output + "' is " +
+                    (found->kind == engine::Output::Kind::kPerToken ? "per token" : "per sequence") +
+                    " with inner shape [" + shape + "] but labels.json lists " +
+                    std::to_string(n) + " labels for head '" + head.name +
+                    "' (expected per sequence [" + std::to_string(n) + "])");
+      }
+    }
+  }
+
+  PipelineOptions opts_;
+  ModelConfig config_;
+  ClassifierLabels labels_;
+  int top_k_;
+  std::shared_ptr<engine::Engine> engine_;
+  std::string plan_path_;
+  int max_tokens_ = 0, max_batch_ = 1;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<ContextPool> pool_;
+  const Taxonomy no_taxonomy_;
+  const Labels no_labels_;
 };
 
 }  // namespace
 
 std::unique_ptr<Pipeline> Pipeline::Open(const std::string& model_dir,
                                          const PipelineOptions& opts) {
-  return std::make_unique<PipelineImpl>(model_dir, opts);
+  ModelConfig config = ModelConfig::Load(model_dir);
+  if (config.kind == "classifier") return std::make_unique<ClassifierImpl>(std::move(config), opts);
+  return std::make_unique<PipelineImpl>(std::move(config), opts);
 }
 
 }  // namespace hotline::nlu
