@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import REPO, TAXONOMY, Encoder, Taxonomy, decode_spans, metrics, read_jsonl  # noqa
 from model import BertJoint, load_weights  # noqa: E402
-from onnx_fp16 import round_state_dict_fp16, store_fp16  # noqa: E402
+from onnx_fp16 import round_state_dict_fp16, store_fp16, weight_map  # noqa: E402
 
 MAX_ONNX_BYTES = 25 * 10**6
 ATOL = 1e-3  # fp32 ONNX Runtime vs PyTorch logits; observed differences are ~1e-5
@@ -222,6 +222,11 @@ def main(argv=None):
         n = store_fp16(onnx_path)
         size = os.path.getsize(onnx_path)
         print(f"{n} initializers stored as FP16")
+    encoder = {k: v for k, v in model.state_dict().items()
+               if not k.startswith(("intent_head", "slot_head", "mlm_"))}
+    with open(os.path.join(args.out, "weights_map.json"), "w", encoding="utf-8") as f:
+        json.dump({"encoder": {k: cfg[k] for k in ("layers", "hidden", "heads", "ffn")},
+                   "weights": weight_map(encoder, onnx_path)}, f, indent=0)
     if size > MAX_ONNX_BYTES:  # the repository carries its models: keep them small
         raise ValueError(f"{onnx_path} is {size} bytes, expected at most {MAX_ONNX_BYTES}")
     print(f"wrote {onnx_path}: {size} bytes")

@@ -3,7 +3,9 @@
   python3 training/export_classifier.py --run RUN --vocab build-train/corpus/vocab.txt \
       --data build-train/corpus/haikou --out models/haikou --name haikou
 
-Writes OUT/{model.onnx, vocab.txt, labels.json, model.yaml, metrics.json}. model.onnx: inputs
+Writes OUT/{model.onnx, vocab.txt, labels.json, model.yaml, metrics.json, weights_map.json}
+(weights_map.json: where each encoder weight sits in model.onnx, so that a city's own training
+can start from this folder: train_classifier.py --init-model). model.onnx: inputs
 input_ids / attention_mask / token_type_ids (int64 [batch, seq]), outputs department_logits and
 category_logits, weights stored as FP16 (training/onnx_fp16.py). ONNX Runtime is checked against
 PyTorch (the same FP16-rounded weights) on every test line; the figures in metrics.json are ONNX
@@ -22,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from calibration import ece, softmax  # noqa: E402
 from common import read_jsonl  # noqa: E402
 from model import read_weight_arrays  # noqa: E402
-from onnx_fp16 import round_state_dict_fp16, store_fp16  # noqa: E402
+from onnx_fp16 import round_state_dict_fp16, store_fp16, weight_map  # noqa: E402
 from train_classifier import Classifier, Tok, category_of  # noqa: E402
 
 MAX_ONNX_BYTES = 16 * 10**6
@@ -73,6 +75,10 @@ def main(argv=None):
     names = export(model, onnx_path)
     store_fp16(onnx_path)
     size = os.path.getsize(onnx_path)
+    wmap = weight_map(model.state_dict(), onnx_path, prefix="bert.")
+    with open(os.path.join(a.out, "weights_map.json"), "w", encoding="utf-8") as f:
+        json.dump({"encoder": {k: cfg[k] for k in ("layers", "hidden", "ffn")} |
+                   {"heads": cfg["n_heads"]}, "weights": wmap}, f, indent=0)
     if size > MAX_ONNX_BYTES:
         raise ValueError(f"{onnx_path} is {size} bytes, expected at most {MAX_ONNX_BYTES}")
     labels = cfg["labels"]

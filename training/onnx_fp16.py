@@ -47,3 +47,55 @@ def round_state_dict_fp16(model, min_elems=MIN_ELEMS):
             if p.is_floating_point() and p.numel() >= min_elems:
                 p.copy_(p.half().float())
     return model
+
+
+def weight_map(state_dict, onnx_path, prefix=""):
+    """{state-dict key: [initializer name, transposed]} for the encoder weights in an exported
+    file, found by value (the export renames and transposes some): what lets a later training
+    start from a shipped model folder (train_classifier.py --init-model). Keys under `prefix`
+    only, the prefix removed."""
+    import onnx
+    from onnx import numpy_helper
+    inits = {}
+    for init in onnx.load(onnx_path).graph.initializer:
+        arr = numpy_helper.to_array(init)
+        inits.setdefault((arr.shape, arr.dtype.kind), []).append((init.name, arr))
+    out = {}
+    for key, t in state_dict.items():
+        if not key.startswith(prefix) or not t.is_floating_point():
+            continue
+        v = t.detach().cpu().numpy()
+        found = None
+        for transposed, arr in ((False, v), (True, v.T if v.ndim == 2 else None)):
+            if arr is None:
+                continue
+            for name, cand in inits.get((arr.shape, "f"), []):
+                if np.array_equal(cand.astype(np.float32), arr.astype(np.float16).astype(np.float32)
+                                  if cand.dtype == np.float16 else arr):
+                    found = [name, transposed]
+                    break
+            if found:
+                break
+        if found:
+            out[key[len(prefix):]] = found
+    return out
+
+
+def load_mapped(folder):
+    """The encoder weights of a model folder (model.onnx + weights_map.json) as
+    ({state-dict key: float32 array}, {layers, hidden, heads, ffn})."""
+    import json
+    import os
+    import onnx
+    from onnx import numpy_helper
+    with open(os.path.join(folder, "weights_map.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    wmap = doc["weights"]
+    inits = {i.name: i for i in onnx.load(os.path.join(folder, "model.onnx")).graph.initializer}
+    out = {}
+    for key, (name, transposed) in wmap.items():
+        if name not in inits:
+            raise ValueError(f"{folder}: weights_map.json names {name}, not in model.onnx")
+        arr = numpy_helper.to_array(inits[name]).astype(np.float32)
+        out[key] = arr.T.copy() if transposed else arr
+    return out, doc["encoder"]

@@ -182,6 +182,8 @@ def main(argv=None):
     ap.add_argument("--vocab", help="vocab.txt (not needed with an existing --cache)")
     ap.add_argument("--cache", help="encoded data (.json.gz): read if present, else written")
     ap.add_argument("--encode-only", action="store_true", help="write --cache and stop")
+    ap.add_argument("--init-model", help="start the encoder from a shipped model folder "
+                    "(model.onnx + weights_map.json, e.g. models/haikou); its vocab.txt is used")
     ap.add_argument("--init-encoder", help="pretraining run folder (training/pretrain.py)")
     ap.add_argument("--out", help="run folder (required unless --encode-only)")
     ap.add_argument("--layers", type=int, default=6)
@@ -243,6 +245,18 @@ def main(argv=None):
         raise SystemExit(f"--cache was encoded at max length {data['max_length']}, not "
                          f"{a.max_length}")
     init_cfg = None
+    if a.init_model:
+        if a.init_encoder:
+            ap.error("--init-model and --init-encoder exclude each other")
+        from onnx_fp16 import load_mapped
+        sd, dims = load_mapped(a.init_model)
+        init_cfg = dict(dims, vocab_size=int(sd["word.weight"].shape[0]), step=None,
+                        from_model=a.init_model)
+        for k in ("layers", "hidden", "heads", "ffn"):
+            setattr(a, k, init_cfg[k])
+        if init_cfg["vocab_size"] != vocab:
+            raise SystemExit(f"--init-model has a vocabulary of {init_cfg['vocab_size']}, the "
+                             f"data was encoded with {vocab}")
     if a.init_encoder:
         with open(os.path.join(a.init_encoder, "config.json")) as f:
             init_cfg = json.load(f)
@@ -252,6 +266,14 @@ def main(argv=None):
             raise SystemExit(f"--init-encoder has a vocabulary of {init_cfg['vocab_size']}, "
                              f"{a.vocab} has {vocab}")
     model = Classifier(vocab, heads, a.layers, a.hidden, a.heads, a.ffn, a.dropout)
+    if a.init_model:
+        missing, unexpected = model.bert.load_state_dict(
+            {k: torch.from_numpy(v) for k, v in sd.items()}, strict=False)
+        missing = [k for k in missing if not k.startswith("mlm_")]
+        if missing or unexpected:
+            raise SystemExit(f"--init-model weights do not fit: missing {missing}, "
+                             f"unexpected {unexpected}")
+        log(f"encoder from the model folder {a.init_model}")
     if a.init_encoder:
         sd = {k: torch.from_numpy(v) for k, v in read_weight_arrays(a.init_encoder).items()
               if not k.startswith(("intent_head", "slot_head"))}

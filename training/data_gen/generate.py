@@ -127,7 +127,7 @@ def main(argv=None):
     ap.add_argument("--templates", default=TEMPLATE_DIR)
     ap.add_argument("--taxonomy", default=os.path.join(REPO_ROOT, "config", "taxonomy", "hotline.yaml"))
     ap.add_argument("--seed", type=int, default=12345)
-    ap.add_argument("--train-per-intent", type=int, default=700)
+    ap.add_argument("--train-per-intent", type=int, default=600)
     ap.add_argument("--heldout-per-intent", type=int, default=32)
     ap.add_argument("--calib-per-intent", type=int, default=22)
     ap.add_argument("--trace", action="store_true",

@@ -238,3 +238,20 @@ def test_classifier_trains_exports_and_matches_onnx_runtime(tiny_corpus, tmp_pat
     assert "kind: classifier" in yaml_text and "long_text: head_tail" in yaml_text
     labels = json.loads((out / "labels.json").read_text(encoding="utf-8"))
     assert set(labels) == {"department", "category"}
+    # The folder's weights map gives back the run's encoder (FP16-rounded), key for key.
+    from model import read_weight_arrays
+    got, dims = onnx_fp16.load_mapped(str(out))
+    run_w = read_weight_arrays(str(run))
+    enc_keys = {k[len("bert."):] for k in run_w if k.startswith("bert.") and "mlm_" not in k}
+    assert set(got) == enc_keys
+    assert dims == {"layers": 1, "hidden": 32, "ffn": 64, "heads": 2}
+    for k, v in got.items():
+        ref = run_w["bert." + k]
+        ref = ref.astype(np.float16).astype(np.float32) if ref.size >= onnx_fp16.MIN_ELEMS else ref
+        assert np.array_equal(v, ref), k
+    # A city's training starts from the folder.
+    res2 = train_classifier.main([
+        "--data", str(tiny_corpus / "haikou"), "--vocab", str(tiny_corpus / "vocab.txt"),
+        "--out", str(tmp_path / "run2"), "--init-model", str(out), "--epochs", "1",
+        "--batch-size", "8", "--max-length", "24", "--device", "cpu"])
+    assert res2["departments"] == 2
