@@ -22,6 +22,8 @@ std::string_view ActionName(Action action) {
       return "clarify";
     case Action::kEnd:
       return "end";
+    case Action::kTransfer:
+      return "transfer";
   }
   return "clarify";
 }

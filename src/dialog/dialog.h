@@ -20,8 +20,26 @@ struct SlotFill {
   std::string type, value, normalized;  // taxonomy slot id; the caller's words; normaliser output
 };
 
-enum class Action { kGreet, kAskSlot, kConfirm, kAnswer, kDispatch, kHandoff, kClarify, kEnd };
-// "greet", "ask_slot", "confirm", "answer", "dispatch", "handoff", "clarify", "end".
+enum class Action {
+  kGreet, kAskSlot, kConfirm, kAnswer, kDispatch, kHandoff, kClarify, kEnd, kTransfer
+};
+// "greet", "ask_slot", "confirm", "answer", "dispatch", "handoff", "clarify", "end", "transfer"
+// (an emergency: the caller is sent to 110/119/120/122, no form is filled).
+std::string_view ActionName(Action action);
+
+// One problem or question of a call. A call holds a list of them; each gets its own work order
+// (created, or merged into an open one: 并单), answer, transfer or hand-off.
+struct CallIssue {
+  std::string intent;      // taxonomy intent id, or a dialog.yaml extra intent ("" when none)
+  std::string kind;        // dispatch | answer | order | emergency | legal | out_of_scope
+  std::string department;  // taxonomy department id ("" when none)
+  // pending (not finished when the call ended) | dispatched | merged | answered | transferred |
+  // handed_off | cancelled
+  std::string outcome = "pending";
+  std::string work_order_id;  // the order created or merged into
+  std::string transfer_to;    // emergency: the number the caller was sent to (119, ...)
+  std::vector<SlotFill> slots;
+};
 std::string_view ActionName(Action action);
 
 struct TurnReply {
@@ -33,15 +51,28 @@ struct TurnReply {
   // The call is over (dispatched+acknowledged, answered+goodbye, handoff, end).
   bool done = false;
   int slots_reasked = 0;  // this turn re-asked a slot already asked (metric "slots asked again")
+  // The dialog acts read in this turn, in a fixed order: greeting, affirm, deny, correction,
+  // inform, new_problem, thanks, goodbye, cancel, dont_know, request_human, out_of_scope, noise,
+  // emergency, legal.
+  std::vector<std::string> acts;
+  std::vector<std::string> corrected;  // slot types this turn corrected
+  std::string transfer_to;             // set on an emergency transfer (119, 110, 120, 122, ...)
+  std::string transfer_category;       // fire | police | medical | traffic | gas | ...
+  bool merged = false;                 // work_order_id is an existing order this call joined
+  // The order's text for the handler (set with the id), its personal values (ID, phone, plate,
+  // name) masked: what a log may hold. The order itself keeps the text whole.
+  std::string work_order_summary;
 };
 
 struct CallSummary {
   std::string call_id;
-  std::string outcome;  // dispatch | answer | human | abandoned
-  std::string intent, department;
-  std::vector<SlotFill> slots;
-  std::string work_order_id;
+  // dispatch (a work order created or joined) | transfer (emergency) | human | answer | abandoned
+  std::string outcome;
+  std::string intent, department;  // the main issue's (its first work order, else first served)
+  std::vector<SlotFill> slots;     // the main issue's
+  std::string work_order_id;       // the main issue's order
   int turns = 0;
+  std::vector<CallIssue> issues;  // every problem or question of the call, in the order raised
 };
 
 struct WorkOrder {
@@ -52,6 +83,11 @@ struct WorkOrder {
   std::string status;       // "open"
   std::vector<SlotFill> slots;
   std::vector<std::string> urged_at;  // RFC 3339 UTC, one per urging
+  // The handler's paragraph (智能填单): "市民来电反映：…请…核实处理。" Complete here; logs mask it.
+  std::string summary;
+  std::vector<std::string> unverified;    // required slot types the caller could not give
+  std::vector<std::string> linked_calls;  // later calls merged into this order (并单)
+  std::string place_key;                  // what makes a repeat call the same problem, same place
 };
 
 // Loaded from config/dialog.yaml by DialogConfig::Load(path).
@@ -64,6 +100,8 @@ struct DialogConfig {
   int idle_timeout_s = 600, max_turns = 20;
   float min_confidence = 0.5f;     // below: a low-confidence turn (two in a row -> handoff)
   float switch_confidence = 0.8f;  // a new business intent above this switches the main intent
+  int unclear_handoff_after = 2;   // turns in a row with nothing understood -> handoff
+  int duplicate_window_h = 72;     // a repeat report of an open order within this joins it
   // Throws hotline::Error naming the file and the field on problems. Relative paths in the file
   // (answers_dir, work_order_db) are kept as written: relative to the working directory.
   static DialogConfig Load(const std::string& path);

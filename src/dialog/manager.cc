@@ -40,7 +40,8 @@ class Manager : public DialogManager {
       : config_(config),
         taxonomy_(taxonomy),
         texts_(DialogTexts::Load(config.prompts_file, taxonomy_)),
-        kb_(KnowledgeBase::Load(config.answers_dir, taxonomy_)),
+        kb_(KnowledgeBase::Load(config.answers_dir, taxonomy_,
+                                Policy::RuleIntents(taxonomy_, texts_.rules))),
         sessions_(std::move(sessions)),
         orders_(std::move(orders)),
         policy_(config_, taxonomy_, texts_, kb_, *orders_) {}
@@ -110,11 +111,16 @@ DialogConfig DialogConfig::Load(const std::string& path) {
   c.max_turns = Field<int>(root, "max_turns", c.max_turns, path);
   c.min_confidence = Field<float>(root, "min_confidence", c.min_confidence, path);
   c.switch_confidence = Field<float>(root, "switch_confidence", c.switch_confidence, path);
+  c.unclear_handoff_after =
+      Field<int>(root, "unclear_handoff_after", c.unclear_handoff_after, path);
+  c.duplicate_window_h = Field<int>(root, "duplicate_window_h", c.duplicate_window_h, path);
   auto bad = [&](const std::string& field, const std::string& why) {
     return Error("dialog config '" + path + "': field '" + field + "' " + why);
   };
   if (c.idle_timeout_s <= 0) throw bad("idle_timeout_s", "must be > 0");
   if (c.max_turns <= 0) throw bad("max_turns", "must be > 0");
+  if (c.unclear_handoff_after <= 0) throw bad("unclear_handoff_after", "must be > 0");
+  if (c.duplicate_window_h < 0) throw bad("duplicate_window_h", "must be >= 0 (0: off)");
   if (!(c.min_confidence >= 0 && c.min_confidence <= 1))
     throw bad("min_confidence", "must be in [0, 1]");
   if (!(c.switch_confidence >= c.min_confidence && c.switch_confidence <= 1))

@@ -49,6 +49,49 @@ void Session::SetSlot(const SlotFill& fill, bool valid) {
   slot_valid.push_back(valid);
 }
 
+namespace {
+
+nlohmann::json SlotsJson(const std::vector<SlotFill>& slots) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& f : slots) a.push_back({{"type", f.type}, {"value", f.value}, {"normalized", f.normalized}});
+  return a;
+}
+
+std::vector<SlotFill> SlotsFrom(const nlohmann::json& a) {
+  std::vector<SlotFill> out;
+  for (const auto& x : a)
+    out.push_back({x.at("type").get<std::string>(), x.at("value").get<std::string>(),
+                   x.at("normalized").get<std::string>()});
+  return out;
+}
+
+nlohmann::json IssuesJson(const std::vector<CallIssue>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& i : v)
+    a.push_back({{"intent", i.intent}, {"kind", i.kind}, {"department", i.department},
+                 {"outcome", i.outcome}, {"work_order_id", i.work_order_id},
+                 {"transfer_to", i.transfer_to}, {"slots", SlotsJson(i.slots)}});
+  return a;
+}
+
+std::vector<CallIssue> IssuesFrom(const nlohmann::json& a) {
+  std::vector<CallIssue> out;
+  for (const auto& x : a) {
+    CallIssue i;
+    i.intent = x.at("intent").get<std::string>();
+    i.kind = x.at("kind").get<std::string>();
+    i.department = x.at("department").get<std::string>();
+    i.outcome = x.at("outcome").get<std::string>();
+    i.work_order_id = x.at("work_order_id").get<std::string>();
+    i.transfer_to = x.at("transfer_to").get<std::string>();
+    i.slots = SlotsFrom(x.at("slots"));
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json SessionToJson(const Session& s) {
   nlohmann::json slots = nlohmann::json::array();
   for (size_t i = 0; i < s.slots.size(); ++i) {
@@ -72,7 +115,17 @@ nlohmann::json SessionToJson(const Session& s) {
           {"work_order_id", s.work_order_id},
           {"dispatched", s.dispatched},
           {"answered", s.answered},
-          {"handed_off", s.handed_off}};
+          {"handed_off", s.handed_off},
+          {"issues", IssuesJson(s.issues)},
+          {"queued", IssuesJson(s.queued)},
+          {"active_open", s.active_open},
+          {"unverified", s.unverified},
+          {"asks", s.asks},
+          {"no_match", s.no_match},
+          {"no_input", s.no_input},
+          {"confirm_misses", s.confirm_misses},
+          {"finished_turn", s.finished_turn},
+          {"transferred", s.transferred}};
 }
 
 Session SessionFromJson(const nlohmann::json& j) {
@@ -103,6 +156,19 @@ Session SessionFromJson(const nlohmann::json& j) {
     s.dispatched = j.at("dispatched").get<bool>();
     s.answered = j.at("answered").get<bool>();
     s.handed_off = j.at("handed_off").get<bool>();
+    // Fields added later in layout 1: absent in sessions written by an older build.
+    if (j.contains("issues")) {
+      s.issues = IssuesFrom(j.at("issues"));
+      s.queued = IssuesFrom(j.at("queued"));
+      s.active_open = j.at("active_open").get<bool>();
+      s.unverified = j.at("unverified").get<std::vector<std::string>>();
+      s.asks = j.at("asks").get<std::map<std::string, int>>();
+      s.no_match = j.at("no_match").get<std::map<std::string, int>>();
+      s.no_input = j.at("no_input").get<std::map<std::string, int>>();
+      s.confirm_misses = j.at("confirm_misses").get<int>();
+      s.finished_turn = j.at("finished_turn").get<int>();
+      s.transferred = j.at("transferred").get<bool>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("session JSON is not a dialog session: ") + e.what(), Code::kDataLoss);
   }

@@ -39,6 +39,19 @@ struct Session {
   std::string work_order_id;              // the last work order this call created
   bool dispatched = false, answered = false, handed_off = false;
 
+  // The problems of the call: finished ones (issues), those raised but not yet taken up (queued,
+  // slots said with them kept), and whether the main_intent fields above hold one not yet in
+  // `issues` (active_open).
+  std::vector<CallIssue> issues, queued;
+  bool active_open = false;
+  std::vector<std::string> unverified;   // required slots of the active issue given up on
+  std::map<std::string, int> asks;       // per slot type: times asked for the active issue
+  std::map<std::string, int> no_match;   // per slot type: turns that did not give it
+  std::map<std::string, int> no_input;   // per slot type: turns of silence or noise
+  int confirm_misses = 0;                // read-back answered with neither yes nor no
+  int finished_turn = 0;                 // the turn that finished the last issue
+  bool transferred = false;              // sent to an emergency number
+
   const SlotFill* FindSlot(const std::string& type) const;
   // Sets (or corrects) a slot; a slot of that type keeps its position.
   void SetSlot(const SlotFill& fill, bool valid);

@@ -94,10 +94,35 @@ std::unique_ptr<WorkOrderStore> WorkOrderStore::Open(const std::string& path) {
       "CREATE TABLE IF NOT EXISTS urgings ("
       " order_id TEXT NOT NULL REFERENCES work_orders(id), at TEXT NOT NULL)");
   store->Exec("CREATE INDEX IF NOT EXISTS urgings_order ON urgings(order_id)");
+  store->Exec(
+      "CREATE TABLE IF NOT EXISTS linked_calls ("
+      " order_id TEXT NOT NULL REFERENCES work_orders(id), call_id TEXT NOT NULL, at TEXT NOT NULL)");
+  store->Exec("CREATE INDEX IF NOT EXISTS linked_calls_order ON linked_calls(order_id)");
+  // Columns added after the first layout: a file written by an older build gets them here.
+  for (const char* column : {"summary TEXT NOT NULL DEFAULT ''",
+                             "unverified TEXT NOT NULL DEFAULT '[]'",
+                             "place_key TEXT NOT NULL DEFAULT ''"}) {
+    const std::string name = std::string(column).substr(0, std::string(column).find(' '));
+    if (!store->HasColumn(name))
+      store->Exec(("ALTER TABLE work_orders ADD COLUMN " + std::string(column)).c_str());
+  }
+  store->Exec(
+      "CREATE INDEX IF NOT EXISTS work_orders_place ON work_orders(intent, place_key, created_at)");
   return store;
 }
 
 WorkOrderStore::~WorkOrderStore() { sqlite3_close_v2(db_); }
+
+bool WorkOrderStore::HasColumn(const std::string& name) {
+  sqlite3_stmt* raw = nullptr;
+  sqlite3_prepare_v2(db_, "PRAGMA table_info(work_orders)", -1, &raw, nullptr);
+  Stmt q(raw);
+  if (!q)
+    throw Error("work-order store '" + path_ + "': " + sqlite3_errmsg(db_), Code::kUnavailable);
+  while (sqlite3_step(q.get()) == SQLITE_ROW)
+    if (ColumnText(q.get(), 1) == name) return true;
+  return false;
+}
 
 void WorkOrderStore::Exec(const char* sql) {
   char* err = nullptr;
@@ -137,19 +162,23 @@ WorkOrder WorkOrderStore::Create(WorkOrder order, std::chrono::system_clock::tim
   order.id = id;
   sqlite3_prepare_v2(db_,
                      "INSERT INTO work_orders (id, key, day, seq, call_id, department, intent,"
-                     " caller_text, created_at, status, slots) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                     " caller_text, created_at, status, slots, summary, unverified, place_key)"
+                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                      -1, &raw, nullptr);
   Stmt ins(raw);
   if (!ins) throw fail("prepare insert");
   const std::string key = OrderKey(order.id), slots = SlotsToJson(order.slots).dump();
+  const std::string unverified = nlohmann::json(order.unverified).dump();
+  order.linked_calls.clear();
   const std::string* texts[] = {&order.id, &key, &day};
   for (int i = 0; i < 3; ++i)
     sqlite3_bind_text(ins.get(), i + 1, texts[i]->c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(ins.get(), 4, seq);
   const std::string* rest[] = {
       &order.call_id,    &order.department, &order.intent, &order.caller_text,
-      &order.created_at, &order.status,     &slots};
-  for (int i = 0; i < 7; ++i)
+      &order.created_at, &order.status,     &slots,        &order.summary,
+      &unverified,       &order.place_key};
+  for (int i = 0; i < 10; ++i)
     sqlite3_bind_text(ins.get(), i + 5, rest[i]->c_str(), -1, SQLITE_TRANSIENT);
   if (sqlite3_step(ins.get()) != SQLITE_DONE) throw fail("insert");
   ins.reset();
@@ -162,8 +191,8 @@ std::optional<WorkOrder> WorkOrderStore::GetLocked(const std::string& key) {
   sqlite3_stmt* raw = nullptr;
   sqlite3_prepare_v2(
       db_,
-      "SELECT id, call_id, department, intent, caller_text, created_at, status, slots"
-      " FROM work_orders WHERE key = ?",
+      "SELECT id, call_id, department, intent, caller_text, created_at, status, slots, summary,"
+      " unverified, place_key FROM work_orders WHERE key = ?",
       -1, &raw, nullptr);
   Stmt q(raw);
   if (!q)
@@ -183,16 +212,25 @@ std::optional<WorkOrder> WorkOrderStore::GetLocked(const std::string& key) {
   o.status = ColumnText(q.get(), 6);
   try {
     o.slots = SlotsFromJson(ColumnText(q.get(), 7));
+    o.unverified = nlohmann::json::parse(ColumnText(q.get(), 9)).get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
     throw Error("work-order store '" + path_ + "': slots of an order are not JSON: " + e.what(),
                 Code::kDataLoss);
   }
+  o.summary = ColumnText(q.get(), 8);
+  o.place_key = ColumnText(q.get(), 10);
   q.reset();
   sqlite3_prepare_v2(db_, "SELECT at FROM urgings WHERE order_id = ? ORDER BY rowid", -1, &raw,
                      nullptr);
   Stmt u(raw);
   sqlite3_bind_text(u.get(), 1, o.id.c_str(), -1, SQLITE_TRANSIENT);
   while (sqlite3_step(u.get()) == SQLITE_ROW) o.urged_at.push_back(ColumnText(u.get(), 0));
+  u.reset();
+  sqlite3_prepare_v2(db_, "SELECT call_id FROM linked_calls WHERE order_id = ? ORDER BY rowid", -1,
+                     &raw, nullptr);
+  Stmt l(raw);
+  sqlite3_bind_text(l.get(), 1, o.id.c_str(), -1, SQLITE_TRANSIENT);
+  while (sqlite3_step(l.get()) == SQLITE_ROW) o.linked_calls.push_back(ColumnText(l.get(), 0));
   return o;
 }
 
@@ -227,6 +265,69 @@ std::optional<WorkOrder> WorkOrderStore::Urge(const std::string& id,
   if (!ins || sqlite3_step(ins.get()) != SQLITE_DONE)
     throw Error("work-order store '" + path_ + "': recording an urging: " + sqlite3_errmsg(db_),
                 Code::kUnavailable);
+  order->urged_at.push_back(at);
+  return order;
+}
+
+std::optional<WorkOrder> WorkOrderStore::FindDuplicate(
+    const std::string& intent, const std::string& place_key,
+    std::chrono::system_clock::time_point since) {
+  if (place_key.empty()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  sqlite3_stmt* raw = nullptr;
+  sqlite3_prepare_v2(db_,
+                     "SELECT key FROM work_orders WHERE intent = ? AND place_key = ? AND"
+                     " status = 'open' AND created_at >= ? ORDER BY created_at DESC, seq DESC"
+                     " LIMIT 1",
+                     -1, &raw, nullptr);
+  Stmt q(raw);
+  if (!q)
+    throw Error("work-order store '" + path_ + "': " + sqlite3_errmsg(db_), Code::kUnavailable);
+  const std::string from = FormatRfc3339Utc(since);
+  sqlite3_bind_text(q.get(), 1, intent.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(q.get(), 2, place_key.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(q.get(), 3, from.c_str(), -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(q.get()) != SQLITE_ROW) return std::nullopt;
+  const std::string key = ColumnText(q.get(), 0);
+  q.reset();
+  return GetLocked(key);
+}
+
+std::optional<WorkOrder> WorkOrderStore::Link(const std::string& id, const std::string& call_id,
+                                              std::chrono::system_clock::time_point now) {
+  const std::string key = OrderKey(id);
+  if (key.empty()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto order = GetLocked(key, true);
+  if (!order) return std::nullopt;
+  const std::string at = FormatRfc3339Utc(now);
+  Exec("BEGIN IMMEDIATE");
+  for (const char* sql : {"INSERT INTO linked_calls (order_id, call_id, at) VALUES (?, ?, ?)",
+                          "INSERT INTO urgings (order_id, at) VALUES (?, ?)"}) {
+    sqlite3_stmt* raw = nullptr;
+    sqlite3_prepare_v2(db_, sql, -1, &raw, nullptr);
+    Stmt ins(raw);
+    const bool link = std::string(sql).find("linked_calls") != std::string::npos;
+    sqlite3_bind_text(ins.get(), 1, order->id.c_str(), -1, SQLITE_TRANSIENT);
+    if (link) {
+      sqlite3_bind_text(ins.get(), 2, call_id.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(ins.get(), 3, at.c_str(), -1, SQLITE_TRANSIENT);
+    } else {
+      sqlite3_bind_text(ins.get(), 2, at.c_str(), -1, SQLITE_TRANSIENT);
+    }
+    if (!ins || sqlite3_step(ins.get()) != SQLITE_DONE) {
+      const std::string msg = sqlite3_errmsg(db_);
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw Error("work-order store '" + path_ + "': joining a call to an order: " + msg,
+                  Code::kUnavailable);
+    }
+  }
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    const std::string msg = sqlite3_errmsg(db_);
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw Error("work-order store '" + path_ + "': commit: " + msg, Code::kUnavailable);
+  }
+  order->linked_calls.push_back(call_id);
   order->urged_at.push_back(at);
   return order;
 }

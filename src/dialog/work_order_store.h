@@ -32,6 +32,14 @@ class WorkOrderStore {
   std::optional<WorkOrder> Get(const std::string& id);
   // Records an urging; returns the updated order, nullopt when there is no such order.
   std::optional<WorkOrder> Urge(const std::string& id, std::chrono::system_clock::time_point now);
+  // The newest open order of this intent with this place_key created at or after `since`
+  // (a repeat report of the same problem at the same place); nullopt when none or key is "".
+  std::optional<WorkOrder> FindDuplicate(const std::string& intent, const std::string& place_key,
+                                         std::chrono::system_clock::time_point since);
+  // Joins a later call to an order (并单): the call is listed on it and counts as an urging.
+  // Returns the updated order, nullopt when there is no such order.
+  std::optional<WorkOrder> Link(const std::string& id, const std::string& call_id,
+                                std::chrono::system_clock::time_point now);
 
   const std::string& path() const { return path_; }
 
@@ -40,6 +48,7 @@ class WorkOrderStore {
   std::optional<WorkOrder> GetLocked(const std::string& key);
   std::optional<WorkOrder> GetLocked(const std::string& key, bool digits_alone);
   void Exec(const char* sql);
+  bool HasColumn(const std::string& name);
 
   const std::string path_;
   sqlite3* db_;

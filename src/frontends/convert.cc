@@ -105,6 +105,10 @@ void ToProto(const ConverseResult& r, hotline::v1::ConverseResponse* out) {
   out->set_work_order_id(r.reply.work_order_id);
   out->set_done(r.reply.done);
   ToProto(r.understanding, out->mutable_understanding());
+  for (const auto& a : r.reply.acts) out->add_acts(a);
+  for (const auto& c : r.reply.corrected) out->add_corrected(c);
+  out->set_transfer_to(r.reply.transfer_to);
+  out->set_merged(r.reply.merged);
 }
 
 void ToProto(const dialog::CallSummary& s, hotline::v1::EndCallResponse* out) {
@@ -115,6 +119,16 @@ void ToProto(const dialog::CallSummary& s, hotline::v1::EndCallResponse* out) {
   AddSlots(s.slots, out->mutable_slots());
   out->set_work_order_id(s.work_order_id);
   out->set_turns(s.turns);
+  for (const auto& i : s.issues) {
+    auto* p = out->add_issues();
+    p->set_intent(i.intent);
+    p->set_kind(i.kind);
+    p->set_department(i.department);
+    p->set_outcome(i.outcome);
+    p->set_work_order_id(i.work_order_id);
+    p->set_transfer_to(i.transfer_to);
+    AddSlots(i.slots, p->mutable_slots());
+  }
 }
 
 void ToProto(const dialog::WorkOrder& w, hotline::v1::WorkOrder* out) {
@@ -127,6 +141,9 @@ void ToProto(const dialog::WorkOrder& w, hotline::v1::WorkOrder* out) {
   out->set_status(w.status);
   AddSlots(w.slots, out->mutable_slots());
   for (const auto& t : w.urged_at) out->add_urged_at(t);
+  out->set_summary(w.summary);
+  for (const auto& u : w.unverified) out->add_unverified(u);
+  for (const auto& c : w.linked_calls) out->add_linked_calls(c);
 }
 
 serving::TimePoint SteadyDeadline(std::chrono::system_clock::time_point deadline) {

@@ -22,6 +22,12 @@ DialogMetrics::DialogMetrics(serving::MetricsRegistry& r)
                                  "Turns that asked again for a slot already asked for")),
       work_orders(
           r.AddCounter("hotline_dialog_work_orders_total", "Work orders created", {"department"})),
+      merged_orders(r.AddCounter("hotline_dialog_merged_orders_total",
+                                 "Calls joined to an existing open work order (并单)",
+                                 {"department"})),
+      emergency_transfers(r.AddCounter("hotline_dialog_emergency_transfers_total",
+                                       "Emergencies sent to an emergency number",
+                                       {"category", "number"})),
       turn_seconds(r.AddHistogram("hotline_dialog_turn_seconds",
                                   "Per caller turn, arrival to reply (NLU and dialog step)", {},
                                   serving::LatencyBuckets())) {
@@ -277,8 +283,13 @@ class DialogServiceImpl final : public DialogService {
           metrics_->slots_reasked.WithLabels({}).Inc(r.reply.slots_reasked);
         }
         if (!r.reply.work_order_id.empty()) {
-          metrics_->work_orders
+          (r.reply.merged ? metrics_->merged_orders : metrics_->work_orders)
               .WithLabels({r.reply.department.empty() ? "none" : r.reply.department})
+              .Inc();
+        }
+        if (!r.reply.transfer_to.empty()) {
+          metrics_->emergency_transfers
+              .WithLabels({r.reply.transfer_category, r.reply.transfer_to})
               .Inc();
         }
       }
@@ -295,6 +306,18 @@ class DialogServiceImpl final : public DialogService {
       f["done"] = r.reply.done;
       if (!r.reply.work_order_id.empty()) {
         f["work_order_id"] = serving::RedactPii(r.reply.work_order_id);
+        f["merged"] = r.reply.merged;
+        // The handler's text holds what the caller said (phone, ID number): masked here; the
+        // order itself keeps it whole.
+        f["work_order_summary"] = serving::RedactPii(r.reply.work_order_summary);
+      }
+      if (!r.reply.acts.empty()) f["acts"] = r.reply.acts;
+      if (!r.reply.transfer_to.empty()) {
+        f["transfer_to"] = r.reply.transfer_to;
+        f["transfer_category"] = r.reply.transfer_category;
+        logger_->Warn("emergency_transfer", {{"call_id", LoggedId(call_id)},
+                                             {"category", r.reply.transfer_category},
+                                             {"number", r.reply.transfer_to}});
       }
       logger_->Info("converse", std::move(f));
     } else {

@@ -39,6 +39,10 @@ struct DialogMetrics {
   serving::Family<serving::Counter>& slots_reasked;
   // Work orders created {department}.
   serving::Family<serving::Counter>& work_orders;
+  // Calls joined to an existing open order instead of a new one (并单) {department}.
+  serving::Family<serving::Counter>& merged_orders;
+  // Emergencies sent to 110/119/120/122 {category, number}.
+  serving::Family<serving::Counter>& emergency_transfers;
   // Per turn, from arrival to reply (NLU queue + model + dialog step): no labels.
   serving::Family<serving::Histogram>& turn_seconds;
 };

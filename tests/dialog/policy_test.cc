@@ -2,12 +2,14 @@
 // hand-built NLU results, so each test states exactly what the caller "said".
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
 
 #include "base/error.h"
+#include "dialog/acts.h"
 #include "dialog/dialog.h"
 #include "dialog/manager_internal.h"
 #include "dialog/session.h"
@@ -95,9 +97,11 @@ TEST_F(PolicyTest, OrderIdsCountUpAndNormalisedValuesAreKept) {
   std::string first;
   for (int i = 0; i < 3; ++i) {
     const std::string call = "n" + std::to_string(i);
+    // Three places: the same place again would join the first order (并单).
     T("工地半夜施工太吵了",
       U("construction_noise", 0.9f,
-        {{"address", "建国路88号"}, {"time", "昨天晚上十一点", "2026-11-30T23:00:00+08:00"}}),
+        {{"address", "建国路8" + std::to_string(i) + "号"},
+         {"time", "昨天晚上十一点", "2026-11-30T23:00:00+08:00"}}),
       call);
     TurnReply r = T("是的", U("affirm", 0.9f), call);
     ASSERT_EQ(r.action, Action::kDispatch);
@@ -130,9 +134,9 @@ TEST_F(PolicyTest, RequiredSlotsAreAskedInOrderAndOnlyWhenMissing) {
   r = T("身份证号是一一零一零五一九八八零六零七一二三四",
         U("provide_info", 0.9f,
           {{"id_number", "一一零一零五一九八八零六零七一二三四", "11010519880607123X", false}}));
-  // The normaliser rejected it: asked again, counted as re-asked.
+  // The normaliser rejected it: asked again, saying which part seems wrong, counted as re-asked.
   EXPECT_EQ(r.action, Action::kAskSlot);
-  EXPECT_NE(r.reply.find("有误"), std::string::npos) << r.reply;
+  EXPECT_NE(r.reply.find("最后一位"), std::string::npos) << r.reply;
   EXPECT_EQ(r.slots_reasked, 1);
   r = T("110105198806071234",
         U("provide_info", 0.9f, {{"id_number", "110105198806071234", "110105198806071234"}}));
@@ -219,13 +223,11 @@ TEST_F(PolicyTest, SwitchWhileConfirmingReadsBackTheNewIntent) {
   EXPECT_NE(r.reply.find("人民路5号2单元物业服务"), std::string::npos) << r.reply;
 }
 
-TEST_F(PolicyTest, TwoLowConfidenceTurnsInARowHandOff) {
-  T("我要反映个问题", U("water_outage", 0.9f));
-  TurnReply r = T("呃那个就是", U("out_of_scope", 0.3f));
+TEST_F(PolicyTest, TwoUnclearTurnsInARowHandOff) {
+  TurnReply r = T("那个啥来着", U("out_of_scope", 0.3f));
   EXPECT_EQ(r.action, Action::kClarify);
   EXPECT_FALSE(r.done);
-  EXPECT_NE(r.reply.find("位置"), std::string::npos) << "re-asks the open question: " << r.reply;
-  r = T("嗯嗯那个", U("goodbye", 0.2f));
+  r = T("就是那个事儿", U("goodbye", 0.2f));
   EXPECT_EQ(r.action, Action::kHandoff);
   EXPECT_TRUE(r.done);
   // Later turns keep saying the caller is being transferred.
@@ -234,11 +236,22 @@ TEST_F(PolicyTest, TwoLowConfidenceTurnsInARowHandOff) {
   EXPECT_EQ(dm_->EndCall("c1").outcome, "human");
 }
 
+TEST_F(PolicyTest, UnclearTurnsWhileASlotIsAskedFollowItsLadder) {
+  T("我要反映个问题", U("water_outage", 0.9f));
+  TurnReply r = T("呃那个就是", U("out_of_scope", 0.3f));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_NE(r.reply.find("地址"), std::string::npos) << "re-asks the open question: " << r.reply;
+  // The second turn without input ends the address ladder: it goes on, unverified.
+  r = T("嗯嗯那个", U("goodbye", 0.2f));
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_NE(r.reply.find("待核实"), std::string::npos) << r.reply;
+}
+
 TEST_F(PolicyTest, LowConfidenceStreakIsBrokenByAnUnderstoodTurn) {
   T("呃", U("out_of_scope", 0.2f));
   T("我家停水了", U("water_outage", 0.9f));
   TurnReply r = T("嗯", U("affirm", 0.3f));
-  EXPECT_EQ(r.action, Action::kClarify);
+  EXPECT_EQ(r.action, Action::kAskSlot);
   // A low-confidence turn that still carries a slot is understood.
   r = T("中山路1号", U("street_vendor", 0.4f, {{"address", "中山路1号"}}));
   EXPECT_EQ(r.action, Action::kConfirm);
@@ -340,7 +353,7 @@ TEST_F(PolicyTest, SocialTurnsGetFittingReplies) {
   EXPECT_NE(r.reply.find("12345"), std::string::npos);
   r = T("今天天气怎么样", U("out_of_scope", 0.9f));
   EXPECT_EQ(r.action, Action::kAnswer);
-  EXPECT_NE(r.reply.find("受理范围"), std::string::npos);
+  EXPECT_NE(r.reply.find("不归12345管"), std::string::npos);
   r = T("你们服务真好", U("praise", 0.9f));
   EXPECT_NE(r.reply.find("感谢"), std::string::npos);
   EXPECT_FALSE(r.done);
@@ -555,6 +568,24 @@ TEST(SessionJsonTest, RoundTripsEveryField) {
   s.work_order_id = "WO20261201-000001";
   s.dispatched = true;
   s.handed_off = true;
+  CallIssue issue;
+  issue.intent = "water_outage";
+  issue.kind = "dispatch";
+  issue.department = "water";
+  issue.outcome = "merged";
+  issue.work_order_id = "WO20261201-000002";
+  issue.slots = {{"address", "天府路1号", ""}};
+  s.issues = {issue};
+  issue.outcome = "pending";
+  s.queued = {issue};
+  s.active_open = true;
+  s.unverified = {"organization"};
+  s.asks = {{"organization", 2}};
+  s.no_match = {{"organization", 1}};
+  s.no_input = {{"address", 1}};
+  s.confirm_misses = 1;
+  s.finished_turn = 3;
+  s.transferred = true;
   const nlohmann::json j = SessionToJson(s);
   const Session t = SessionFromJson(nlohmann::json::parse(j.dump()));
   EXPECT_EQ(SessionToJson(t), j);
@@ -566,6 +597,301 @@ TEST(SessionJsonTest, RoundTripsEveryField) {
   broken = j;
   broken["version"] = 2;
   EXPECT_THROW(SessionFromJson(broken), Error);
+}
+
+}  // namespace
+}  // namespace hotline::dialog
+
+namespace hotline::dialog {
+namespace {
+
+using testing::Dec1;
+using testing::S;
+using testing::U;
+
+TEST(ActsTest, ReadsSeveralActsAndCorrectionsByRule) {
+  TurnActs a = ReadActs("对的，谢谢，再见");
+  EXPECT_TRUE(a.affirm && a.thanks && a.goodbye);
+  EXPECT_FALSE(a.deny);
+  EXPECT_EQ(a.content, "");
+  a = ReadActs("好 麻烦你们快点处理 再见");
+  EXPECT_TRUE(a.affirm && a.urge && a.goodbye);
+  // Single characters count only standing alone: "好味道" and "对面" are words.
+  a = ReadActs("好味道餐厅");
+  EXPECT_FALSE(a.affirm);
+  EXPECT_EQ(a.content, "好味道餐厅");
+  EXPECT_FALSE(ReadActs("对面的小区").affirm);
+  a = ReadActs("不是电子二路，是电子三路");
+  ASSERT_EQ(a.corrections.size(), 1u);
+  EXPECT_TRUE(a.deny);
+  EXPECT_EQ(a.corrections[0].old_value, "电子二路");
+  EXPECT_EQ(a.corrections[0].new_value, "电子三路");
+  a = ReadActs("不对 我说错了 是建国路99号");
+  ASSERT_EQ(a.corrections.size(), 1u);
+  EXPECT_EQ(a.corrections[0].old_value, "");
+  EXPECT_EQ(a.corrections[0].new_value, "建国路99号");
+  a = ReadActs("电子二路说错了，是电子三路");
+  ASSERT_EQ(a.corrections.size(), 1u);
+  EXPECT_EQ(a.corrections[0].old_value, "电子二路");
+  a = ReadActs("最后一位是五");
+  ASSERT_EQ(a.corrections.size(), 1u);
+  EXPECT_EQ(a.corrections[0].part, "last");
+  EXPECT_EQ(a.corrections[0].new_value, "5");
+  a = ReadActs("改成鑫源物业公司，对吧");
+  ASSERT_EQ(a.corrections.size(), 1u);
+  EXPECT_EQ(a.corrections[0].new_value, "鑫源物业公司");
+  EXPECT_FALSE(a.deny);
+  a = ReadActs("是赤岗北路70号，不是赤岗路");
+  ASSERT_EQ(a.corrections.size(), 1u);
+  EXPECT_EQ(a.corrections[0].old_value, "赤岗路");
+  EXPECT_EQ(a.corrections[0].new_value, "赤岗北路70号");
+  EXPECT_TRUE(ReadActs("算了没事了").cancel);
+  EXPECT_TRUE(ReadActs("嗯嗯啊啊").noise);
+  EXPECT_TRUE(ReadActs("。。。").noise);
+  EXPECT_FALSE(ReadActs("明天会下雨吗").noise);
+  EXPECT_TRUE(ReadActs("我不知道").dont_know);
+  EXPECT_TRUE(ReadActs("还有一个事，电梯也坏了").more);
+  EXPECT_EQ(DigitRuns("身份证幺幺零幺零五一九四九一二三一零零二叉"),
+            (std::vector<std::string>{"11010519491231002X"}));
+}
+
+class RulesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = testing::TestConfig(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dm_ = DialogManager::Create(config_, testing::TheTaxonomy());
+  }
+  TurnReply T(const std::string& text, const nlu::Understanding& u,
+              const std::string& call = "c1") {
+    return dm_->Turn(call, text, u, Dec1());
+  }
+  static std::string Slot(const TurnReply& r, const std::string& type) {
+    for (const auto& s : r.slots)
+      if (s.type == type) return s.value;
+    return "<none>";
+  }
+  static bool Has(const TurnReply& r, const std::string& act) {
+    return std::find(r.acts.begin(), r.acts.end(), act) != r.acts.end();
+  }
+  DialogConfig config_;
+  std::unique_ptr<DialogManager> dm_;
+};
+
+TEST_F(RulesTest, CorrectionGoesToTheNamedPartAndIsReadBack) {
+  T("雁塔区电子二路100号停水了",
+    U("water_outage", 0.9f, {{"district", "雁塔区"}, {"address", "电子二路100号"}}));
+  // The model reads the correction as a new address of its own; the rule keeps the number.
+  TurnReply r = T("不是电子二路，是电子三路", U("deny", 0.8f, {{"address", "电子三路"}}));
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_EQ(Slot(r, "address"), "电子三路100号");
+  EXPECT_EQ(Slot(r, "district"), "雁塔区");
+  EXPECT_NE(r.reply.find("雁塔区电子三路100号"), std::string::npos) << r.reply;
+  EXPECT_TRUE(Has(r, "deny") && Has(r, "correction"));
+  EXPECT_EQ(r.corrected, std::vector<std::string>{"address"});
+  r = T("不对 我说错了 是电子三路99号", U("deny", 0.7f));  // the model spans nothing
+  EXPECT_EQ(Slot(r, "address"), "电子三路99号");
+  r = T("对的，谢谢，再见", U("goodbye", 0.9f));  // the model's intent is goodbye
+  EXPECT_EQ(r.action, Action::kDispatch);
+  EXPECT_FALSE(r.work_order_id.empty());
+  EXPECT_TRUE(r.done);
+  const CallSummary c = dm_->EndCall("c1");
+  EXPECT_EQ(c.outcome, "dispatch");
+  auto order = dm_->GetWorkOrder(c.work_order_id);
+  ASSERT_TRUE(order);
+  EXPECT_NE(order->summary.find("市民来电反映：雁塔区电子三路99号停水问题。"), std::string::npos)
+      << order->summary;
+  EXPECT_NE(order->summary.find("请自来水公司核实处理。"), std::string::npos) << order->summary;
+}
+
+TEST_F(RulesTest, ImplicitAgreementFilesTheOrderNeverAbandoned) {
+  for (const char* yes : {"好", "行", "就这样", "麻烦快点处理", "好，谢谢。", "谢谢，再见"}) {
+    const std::string call = std::string("c-") + std::to_string(std::hash<std::string>()(yes));
+    T("天河区天河路1号停电了",
+      U("power_outage", 0.9f, {{"district", "天河区"}, {"address", "天河路1号"}}), call);
+    // The model's reading of the short reply does not matter: out of scope at low confidence.
+    TurnReply r = T(yes, U("out_of_scope", 0.2f), call);
+    EXPECT_EQ(r.action, Action::kDispatch) << yes;
+    EXPECT_EQ(dm_->EndCall(call).outcome, "dispatch") << yes;
+  }
+}
+
+TEST_F(RulesTest, LadderRephrasesThenOffersTheAlternativeThenGoesOnUnverified) {
+  T("公司拖欠我工资", U("wage_arrears", 0.9f));
+  TurnReply r = T("那个那个", U("out_of_scope", 0.3f));  // noise: no-input 1
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_NE(r.reply.find("麻烦您再说一下"), std::string::npos) << r.reply;  // rephrase
+  r = T("我不知道", U("deny", 0.6f));
+  EXPECT_EQ(r.reply, "不知道单位名称的话，说一下地址也可以。");
+  EXPECT_TRUE(Has(r, "dont_know"));
+  r = T("真的不清楚", U("deny", 0.6f));  // after the alternative: go on, unverified
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_NE(r.reply.find("待核实"), std::string::npos) << r.reply;
+  r = T("对", U("affirm", 0.9f));
+  auto order = dm_->GetWorkOrder(r.work_order_id);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->unverified, std::vector<std::string>{"organization"});
+  EXPECT_NE(order->summary.find("单位名称来电人未能提供，需核实。"), std::string::npos)
+      << order->summary;
+}
+
+TEST_F(RulesTest, AlternativeSlotStandsInForTheAskedOne) {
+  T("公司拖欠我工资", U("wage_arrears", 0.9f));
+  TurnReply r = T("在海珠区新港西路1号",
+                  U("provide_info", 0.9f, {{"district", "海珠区"}, {"address", "新港西路1号"}}));
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_NE(r.reply.find("海珠区新港西路1号"), std::string::npos) << r.reply;
+}
+
+TEST_F(RulesTest, IdNumberSaysWhatIsWrongAndTakesAValidOneLater) {
+  T("帮我查一下社保缴费记录", U("social_insurance_payment", 0.9f));
+  TurnReply r = T("440106198503121235", U("provide_info", 0.9f,
+                                        {{"id_number", "440106198503121235",
+                                          "440106198503121235", false}}));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_NE(r.reply.find("最后一位"), std::string::npos) << r.reply;
+  r = T("最后一位是七", U("provide_info", 0.5f));
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find("1237"), std::string::npos) << r.reply;  // tail4 of the fixed number
+  // Too short: the length is named.
+  T("查社保缴费记录", U("social_insurance_payment", 0.9f), "c2");
+  r = T("4401061985", U("provide_info", 0.9f), "c2");
+  EXPECT_NE(r.reply.find("18位"), std::string::npos) << r.reply;
+}
+
+TEST_F(RulesTest, PolicyQuestionIsAnsweredWithoutTheIdNumber) {
+  TurnReply r = T("社保断缴了怎么补缴", U("social_insurance_payment", 0.9f));
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find("补缴"), std::string::npos);
+  EXPECT_EQ(r.reply.find("尾号"), std::string::npos) << "no ID number was asked: " << r.reply;
+}
+
+TEST_F(RulesTest, EmergencyIsTransferredAtOnceCountedAndConfigurable) {
+  T("我家停水了", U("water_outage", 0.9f));
+  TurnReply r = T("哎呀厨房着火了", U("water_outage", 0.6f));
+  EXPECT_EQ(r.action, Action::kTransfer);
+  EXPECT_EQ(r.transfer_to, "119");
+  EXPECT_EQ(r.transfer_category, "fire");
+  EXPECT_TRUE(r.done);
+  EXPECT_TRUE(Has(r, "emergency"));
+  EXPECT_NE(r.reply.find("119"), std::string::npos);
+  const CallSummary c = dm_->EndCall("c1");
+  EXPECT_EQ(c.outcome, "transfer");
+  // The fire service's department when the taxonomy has one, else the hotline's.
+  EXPECT_EQ(c.department, testing::TheTaxonomy().departments.count("fire") ? "fire" : "hotline");
+  ASSERT_EQ(c.issues.size(), 2u);
+  EXPECT_EQ(c.issues[0].outcome, "pending");
+  EXPECT_EQ(c.issues[1].transfer_to, "119");
+  // An emergency intent (of the newer taxonomy), with no keyword in the words.
+  r = T("救命", U("emergency_traffic_injury", 0.9f), "c2");
+  if (testing::TheTaxonomy().FindIntent("emergency_traffic_injury")) {
+    EXPECT_EQ(r.transfer_to, "122");
+  } else {
+    EXPECT_EQ(r.action, Action::kClarify) << "unknown to this taxonomy: not trusted";
+  }
+  r = T("有人持刀抢劫", U("out_of_scope", 0.9f), "c3");
+  EXPECT_EQ(r.transfer_to, "110");
+}
+
+TEST_F(RulesTest, LegalOutOfScopeNoiseAndCancel) {
+  TurnReply r = T("法院判决了他不执行怎么办", U("consumer_complaint", 0.7f));
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_TRUE(Has(r, "legal"));
+  EXPECT_NE(r.reply.find("法院"), std::string::npos);
+  r = T("明天会下雨吗", U("out_of_scope", 0.9f), "c2");
+  EXPECT_NE(r.reply.find("这个不归12345管"), std::string::npos) << r.reply;
+  EXPECT_EQ(r.reply.find("已记下"), std::string::npos);
+  r = T("明天会下雨吗", U("out_of_scope", 0.2f, {{"time", "明天"}}), "c3");
+  EXPECT_NE(r.reply.find("这个不归12345管"), std::string::npos) << "even unsure: " << r.reply;
+  r = T("嗯嗯啊啊", U("greeting", 0.4f), "c4");
+  EXPECT_EQ(r.action, Action::kClarify);
+  EXPECT_NE(r.reply.find("杂音"), std::string::npos);
+  r = T("呃呃", U("out_of_scope", 0.3f), "c4");
+  EXPECT_EQ(r.action, Action::kHandoff);
+  r = T("算了没事了", U("greeting", 0.6f), "c5");
+  EXPECT_EQ(r.action, Action::kEnd);
+  EXPECT_TRUE(r.done);
+  EXPECT_TRUE(Has(r, "cancel"));
+  EXPECT_EQ(r.reply.find("您好"), std::string::npos) << "no fresh greeting: " << r.reply;
+}
+
+TEST_F(RulesTest, TwoProblemsInOneTurnGetTwoOrdersAndTheReadBackCountsThem) {
+  TurnReply r = T("停水了，电梯也坏了", U("water_outage", 0.9f));
+  EXPECT_TRUE(Has(r, "new_problem"));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  r = T("天河区天府路1号", U("provide_info", 0.9f, {{"district", "天河区"}, {"address", "天府路1号"}}));
+  EXPECT_NE(r.reply.find("一共反映了2个问题，这是第1个"), std::string::npos) << r.reply;
+  r = T("对", U("affirm", 0.9f));
+  EXPECT_EQ(r.action, Action::kDispatch);
+  EXPECT_FALSE(r.done);
+  const std::string first = r.work_order_id;
+  EXPECT_NE(r.reply.find("电梯"), std::string::npos) << "the next problem is read back: " << r.reply;
+  r = T("对", U("affirm", 0.9f));
+  EXPECT_EQ(r.action, Action::kDispatch);
+  EXPECT_TRUE(r.done);
+  EXPECT_NE(r.work_order_id, first);
+  const CallSummary c = dm_->EndCall("c1");
+  EXPECT_EQ(c.intent, "water_outage");
+  EXPECT_EQ(c.department, "water");
+  ASSERT_EQ(c.issues.size(), 2u);
+  EXPECT_EQ(c.issues[1].intent, "elevator_fault");
+  EXPECT_EQ(c.issues[1].department, "housing");
+}
+
+TEST_F(RulesTest, RepeatReportJoinsTheOpenOrder) {
+  T("天河区天府路9号停水了", U("water_outage", 0.9f, {{"district", "天河区"}, {"address", "天府路9号"}}), "a");
+  const std::string id = T("对", U("affirm", 0.9f), "a").work_order_id;
+  T("天府路9号停水", U("water_outage", 0.9f, {{"address", "天府路9号"}}), "b");
+  TurnReply r = T("对", U("affirm", 0.9f), "b");
+  EXPECT_EQ(r.action, Action::kDispatch);
+  EXPECT_TRUE(r.merged);
+  EXPECT_EQ(r.work_order_id, id);
+  EXPECT_NE(r.reply.find("并单"), std::string::npos) << r.reply;
+  auto order = dm_->GetWorkOrder(id);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->linked_calls, std::vector<std::string>{"b"});
+  EXPECT_EQ(order->urged_at.size(), 1u);
+  EXPECT_EQ(dm_->EndCall("b").outcome, "dispatch");
+  // Outside the window: a new order.
+  T("天府路9号停水", U("water_outage", 0.9f, {{"address", "天府路9号"}}), "c");
+  r = dm_->Turn("c", "对", U("affirm", 0.9f), Dec1() + std::chrono::hours(config_.duplicate_window_h + 1));
+  EXPECT_FALSE(r.merged);
+  EXPECT_NE(r.work_order_id, id);
+}
+
+TEST_F(RulesTest, AnAnswerIntentWithoutItsFileGetsTheDefaultAnswer) {
+  const std::string dir = testing::TempDir("answers-default");
+  for (const auto& e : std::filesystem::directory_iterator(config_.answers_dir))
+    if (e.path().filename() != "vaccination.yaml")
+      std::filesystem::copy_file(e.path(), dir + "/" + e.path().filename().string());
+  config_.answers_dir = dir;
+  dm_ = DialogManager::Create(config_, testing::TheTaxonomy());
+  TurnReply r = T("小孩打疫苗要预约吗", U("vaccination", 0.9f));
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(r.reply.find("疫苗接种"), std::string::npos) << r.reply;  // {issue}: the taxonomy's zh
+  EXPECT_NE(r.reply.find("卫生健康委员会"), std::string::npos) << r.reply;
+  // Without _default.yaml the missing file is an error naming it.
+  std::filesystem::remove(dir + "/_default.yaml");
+  try {
+    DialogManager::Create(config_, testing::TheTaxonomy());
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vaccination.yaml"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(RulesTest, StreetLightsAreCityManagement) {
+  TurnReply r = T("路灯坏了", U("traffic_signal", 0.9f));
+  EXPECT_EQ(r.department, "city_mgmt");
+}
+
+TEST_F(RulesTest, WorkOrderTextIsMaskedForLogs) {
+  T("电梯坏了我电话13912345678", U("elevator_fault", 0.9f, {{"phone", "13912345678", "13912345678"}}));
+  T("越秀区东湖路1号", U("provide_info", 0.9f, {{"district", "越秀区"}, {"address", "东湖路1号"}}));
+  TurnReply r = T("对", U("affirm", 0.9f));
+  EXPECT_EQ(r.work_order_summary.find("13912345678"), std::string::npos) << r.work_order_summary;
+  auto order = dm_->GetWorkOrder(r.work_order_id);
+  ASSERT_TRUE(order);
+  EXPECT_NE(order->summary.find("联系电话：13912345678"), std::string::npos) << order->summary;
 }
 
 }  // namespace

@@ -123,7 +123,9 @@ TEST(ScriptedCallsTest, EveryCallThroughTheDefaultModel) {
       replies.push_back(dm->Turn(call_id, text, u, now));
       const TurnReply& r = replies.back();
       log << "  caller: " << text << "\n    nlu: " << Describe(u) << "\n    bot ["
-          << ActionName(r.action) << "]: " << r.reply << "\n";
+          << ActionName(r.action) << "]: " << r.reply << "\n    acts:";
+      for (const auto& a : r.acts) log << " " << a;
+      log << "\n";
     }
     const CallSummary s = dm->EndCall(call_id);
     if (!s.work_order_id.empty()) orders[c.name] = s.work_order_id;
@@ -170,6 +172,66 @@ TEST(ScriptedCallsTest, EveryCallThroughTheDefaultModel) {
                   std::string(ActionName(replies[i].action)) + ", expected " + want);
       }
     }
+    if (ex.contains("acts")) {
+      // Per turn: null (not checked) or the acts that turn must carry (others may come too).
+      const auto& acts = ex["acts"];
+      check(acts.size() == replies.size(), "acts has a different length than turns");
+      for (size_t i = 0; i < std::min(acts.size(), replies.size()); ++i) {
+        if (acts[i].is_null()) continue;
+        for (const auto& want : acts[i]) {
+          const auto& got = replies[i].acts;
+          if (std::find(got.begin(), got.end(), want.get<std::string>()) == got.end()) {
+            std::string all;
+            for (const auto& g : got) all += g + " ";
+            check(false, "turn " + std::to_string(i + 1) + " lacks act " +
+                             want.get<std::string>() + " (has: " + all + ")");
+          }
+        }
+      }
+    }
+    std::set<std::string> order_ids;
+    bool merged = false;
+    std::string transfer;
+    for (const auto& i : s.issues) {
+      if (!i.work_order_id.empty()) order_ids.insert(i.work_order_id);
+      merged = merged || i.outcome == "merged";
+      if (!i.transfer_to.empty()) transfer = i.transfer_to;
+    }
+    if (ex.contains("work_orders"))
+      check(int(order_ids.size()) == ex["work_orders"].get<int>(),
+            "work orders " + std::to_string(order_ids.size()) + ", expected " +
+                std::to_string(ex["work_orders"].get<int>()));
+    if (ex.contains("merged"))
+      check(merged == ex["merged"].get<bool>(), merged ? "merged, expected not" : "not merged");
+    if (ex.contains("transfer_to"))
+      check(transfer == ex["transfer_to"].get<std::string>(),
+            "transfer to '" + transfer + "', expected '" + ex["transfer_to"].get<std::string>() +
+                "'");
+    if (ex.contains("issues")) {
+      // In order: each listed field of each issue must match.
+      const auto& want = ex["issues"];
+      check(want.size() == s.issues.size(), "issues " + std::to_string(s.issues.size()) +
+                                                ", expected " + std::to_string(want.size()));
+      for (size_t i = 0; i < std::min(want.size(), s.issues.size()); ++i) {
+        const CallIssue& got = s.issues[i];
+        for (const auto& [key, value] : want[i].items()) {
+          const std::string v = value.get<std::string>();
+          const std::string g = key == "intent"       ? got.intent
+                                : key == "kind"       ? got.kind
+                                : key == "department" ? got.department
+                                : key == "outcome"    ? got.outcome
+                                                      : "<unknown field " + key + ">";
+          check(g == v, "issue " + std::to_string(i + 1) + " " + key + " '" + g + "', expected '" +
+                            v + "'");
+        }
+      }
+    }
+    if (ex.contains("order_text_contains") && !s.work_order_id.empty()) {
+      auto o = dm->GetWorkOrder(s.work_order_id);
+      for (const auto& w : ex["order_text_contains"])
+        check(o && o->summary.find(w.get<std::string>()) != std::string::npos,
+              "work order text lacks '" + w.get<std::string>() + "': " + (o ? o->summary : ""));
+    }
     if (ex.contains("reply_contains") && !replies.empty()) {
       const std::string want = ex["reply_contains"].get<std::string>();
       check(replies.back().reply.find(want) != std::string::npos,
@@ -178,8 +240,11 @@ TEST(ScriptedCallsTest, EveryCallThroughTheDefaultModel) {
     std::string verdict = problems.empty() ? "PASS" : "FAIL";
     report << verdict << " " << c.name << " (" << c.file << ")\n";
     for (const auto& p : problems) report << "  - " << p << "\n";
-    report << log.str() << "  summary: " << s.outcome << " " << s.intent << " " << s.department
-           << "\n";
+    report << log.str() << "  summary: " << s.outcome << " " << s.intent << " " << s.department;
+    for (const auto& i : s.issues)
+      report << " [" << i.kind << " " << i.intent << " " << i.outcome << " " << i.work_order_id
+             << "]";
+    report << "\n";
     if (problems.empty()) {
       ++passed;
     } else {

@@ -34,9 +34,10 @@ class DialogServer(ServerProcess):
     and config/answers resolve as they do for `make run`."""
 
     def __init__(self, workdir: Path, repo: Path, work_order_db: Path, session_store="memory",
-                 name="server"):
+                 name="server", dialog_config=None):
         self.work_order_db = work_order_db
         self.session_store = session_store
+        self.dialog_config = dialog_config or ROOT / "config" / "dialog.yaml"
         self.channel = None
         LOG_FILES.append(workdir / f"{name}.log")
         super().__init__(workdir, repo, name=name, cwd=ROOT)
@@ -45,7 +46,7 @@ class DialogServer(ServerProcess):
     def config_body(self, repo: Path) -> str:
         return (f"model_repository: {repo}\nstartup_models: [default]\ndefault_model: default\n"
                 f"log_requests: true\n"
-                f"dialog:\n  config: {ROOT / 'config' / 'dialog.yaml'}\n"
+                f"dialog:\n  config: {self.dialog_config}\n"
                 f"  session_store: {self.session_store}\n  work_order_db: {self.work_order_db}\n"
                 f"  workers: 4\n")
 
@@ -140,21 +141,26 @@ class GrpcCall:
                 "department": r.department, "work_order_id": r.work_order_id, "done": r.done,
                 "slots": [{"type": s.type, "value": s.value, "normalized": s.normalized}
                           for s in r.slots],
-                "nlu_intent": r.understanding.intent}
+                "nlu_intent": r.understanding.intent, "acts": list(r.acts),
+                "merged": r.merged, "transfer_to": r.transfer_to}
 
     def end(self):
         r = self.stub.EndCall(self.pb.EndCallRequest(call_id=self.call_id), timeout=60)
         return {"call_id": r.call_id, "outcome": r.outcome, "intent": r.intent,
                 "department": r.department, "work_order_id": r.work_order_id, "turns": r.turns,
                 "slots": [{"type": s.type, "value": s.value, "normalized": s.normalized}
-                          for s in r.slots]}
+                          for s in r.slots],
+                "issues": [{"intent": i.intent, "kind": i.kind, "department": i.department,
+                            "outcome": i.outcome, "work_order_id": i.work_order_id,
+                            "transfer_to": i.transfer_to} for i in r.issues]}
 
     def work_order(self, order_id):
         r = self.stub.GetWorkOrder(self.pb.GetWorkOrderRequest(id=order_id), timeout=60)
         return {"id": r.id, "call_id": r.call_id, "intent": r.intent, "department": r.department,
                 "caller_text": r.caller_text, "created_at": r.created_at, "status": r.status,
                 "slots": [{"type": s.type, "value": s.value, "normalized": s.normalized}
-                          for s in r.slots]}
+                          for s in r.slots],
+                "summary": r.summary, "linked_calls": list(r.linked_calls)}
 
 
 class HttpCall:
@@ -172,7 +178,7 @@ class HttpCall:
         status, r = self.server.http("/v1/converse", body)
         assert status == 200, f"converse answered {status}: {r}"
         out = {k: r[k] for k in ["reply", "action", "intent", "department", "work_order_id",
-                                 "done", "slots"]}
+                                 "done", "slots", "acts", "merged", "transfer_to"]}
         out["nlu_intent"] = r["understanding"]["intent"]
         return out
 
@@ -216,6 +222,34 @@ def check_call(script, turns, summary, order=None):
                 bad.append(f"turn {i + 1} action {g!r}, expected {w!r} (all: {got})")
         if len(e["actions"]) != len(turns):
             bad.append(f"{len(turns)} turns played, {len(e['actions'])} actions expected")
+    if "acts" in e:
+        if len(e["acts"]) != len(turns):
+            bad.append(f"{len(turns)} turns played, {len(e['acts'])} act lists expected")
+        for i, (t, want) in enumerate(zip(turns, e["acts"])):
+            for act in want or []:
+                if act not in t["acts"]:
+                    bad.append(f"turn {i + 1} lacks act {act!r} (has {t['acts']})")
+    issues = summary.get("issues", [])
+    orders = {i["work_order_id"] for i in issues if i["work_order_id"]}
+    if "work_orders" in e and len(orders) != e["work_orders"]:
+        bad.append(f"{len(orders)} work orders, expected {e['work_orders']}")
+    merged = any(i["outcome"] == "merged" for i in issues)
+    if "merged" in e and merged != e["merged"]:
+        bad.append(f"merged={merged}, expected {e['merged']}")
+    transfer = next((i["transfer_to"] for i in issues if i["transfer_to"]), "")
+    if "transfer_to" in e and transfer != e["transfer_to"]:
+        bad.append(f"transfer to {transfer!r}, expected {e['transfer_to']!r}")
+    if "issues" in e:
+        if len(issues) != len(e["issues"]):
+            bad.append(f"{len(issues)} issues, expected {len(e['issues'])}")
+        for n, (got, want) in enumerate(zip(issues, e["issues"]), 1):
+            for k, v in want.items():
+                if got.get(k) != v:
+                    bad.append(f"issue {n} {k} {got.get(k)!r}, expected {v!r}")
+    if "order_text_contains" in e and order is not None:
+        for w in e["order_text_contains"]:
+            if w not in order.get("summary", ""):
+                bad.append(f"work order text lacks {w!r}: {order.get('summary')!r}")
     if "reply_contains" in e and e["reply_contains"] not in turns[-1]["reply"]:
         bad.append(f"last reply {turns[-1]['reply']!r} lacks {e['reply_contains']!r}")
     if order is not None:
@@ -224,7 +258,10 @@ def check_call(script, turns, summary, order=None):
         for key in ["intent", "department"]:
             if order[key] != summary[key]:
                 bad.append(f"work order {key} {order[key]!r} != summary's {summary[key]!r}")
-        if slot_map(order["slots"], "normalized") != slot_map(summary["slots"], "normalized"):
+        # A call joined to an earlier caller's order (并单) keeps its own words; the order keeps
+        # the first caller's.
+        if (order["call_id"] == summary["call_id"] and
+                slot_map(order["slots"], "normalized") != slot_map(summary["slots"], "normalized")):
             bad.append(f"work order slots {order['slots']} != summary's {summary['slots']}")
     return bad
 
