@@ -158,8 +158,11 @@ DialogRules LoadRules(const YAML::Node& root, const std::string& path,
     for (size_t i = 0; i < o.size(); ++i) {
       const std::string w = at + "out_of_scope_topics[" + std::to_string(i) + "]";
       if (!o[i]["keywords"] || !o[i]["reply"]) throw Error(w + " needs keywords and reply");
-      r.out_of_scope_topics.push_back(
-          {StringList(o[i]["keywords"], w + ".keywords"), Str(o[i]["reply"], w + ".reply")});
+      TopicReply t{StringList(o[i]["keywords"], w + ".keywords"), Str(o[i]["reply"], w + ".reply"),
+                   StringList(o[i]["in_scope_if"], w + ".in_scope_if")};
+      bool in_scope = false;
+      for (const auto& intent : t.in_scope_if) in_scope = in_scope || taxonomy.FindIntent(intent);
+      if (!in_scope) r.out_of_scope_topics.push_back(std::move(t));
     }
   }
   if (const YAML::Node k = root["problem_keywords"]) {

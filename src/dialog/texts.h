@@ -49,6 +49,9 @@ struct Reroute {
 struct TopicReply {
   std::vector<std::string> keywords;
   std::string reply;
+  // Out-of-scope topics only: not out of scope when the taxonomy has one of these intents (a
+  // newer taxonomy takes express-delivery complaints, say).
+  std::vector<std::string> in_scope_if;
 };
 
 // The dialog's rules beyond the texts (all in config/dialog.yaml).

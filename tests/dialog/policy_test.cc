@@ -896,3 +896,85 @@ TEST_F(RulesTest, WorkOrderTextIsMaskedForLogs) {
 
 }  // namespace
 }  // namespace hotline::dialog
+
+namespace hotline::dialog {
+namespace {
+
+using testing::Dec1;
+using testing::U;
+
+// The intents a newer taxonomy adds (emergency_*, gas_leak, petition, court_matters, street_light,
+// express_delivery, ...), on top of whichever taxonomy the tree holds: the dialog must take them
+// without a code change.
+nlu::Taxonomy NewerTaxonomy() {
+  nlu::Taxonomy t = testing::TheTaxonomy();
+  for (const auto& [id, name] : std::vector<std::pair<std::string, std::string>>{
+           {"police", "公安局（110指挥中心）"}, {"fire", "消防救援支队（119）"},
+           {"ambulance", "急救中心（120）"},    {"petition", "信访局"},
+           {"court", "人民法院"},               {"justice", "司法局"},
+           {"postal", "邮政管理局"}})
+    t.departments.emplace(id, name);
+  auto add = [&](const std::string& id, const std::string& dept, const std::string& kind,
+                 const std::string& zh, std::vector<std::string> required) {
+    if (t.FindIntent(id)) return;
+    t.intents.push_back({id, "city", dept, kind, zh, std::move(required)});
+  };
+  t.business_lines.emplace("city", "城市管理");
+  add("emergency_crime", "police", "dispatch", "正在发生的违法犯罪（转110）", {"address"});
+  add("gas_leak", "gas_heat", "dispatch", "燃气泄漏（转燃气抢修）", {"address"});
+  add("petition", "petition", "dispatch", "信访事项与信访件办理", {});
+  add("court_matters", "court", "dispatch", "法院立案审理与判决执行", {});
+  add("legal_aid", "justice", "answer", "法律援助与公证咨询", {});
+  add("street_light", "city_mgmt", "dispatch", "路灯不亮与损坏", {"address"});
+  add("manhole_cover", "city_mgmt", "dispatch", "井盖缺失破损", {"address"});
+  add("express_delivery", "postal", "dispatch", "快递丢件延误与投诉", {"organization"});
+  add("funeral_service", "civil", "answer", "殡葬服务与公墓", {});
+  return t;
+}
+
+TEST(NewerTaxonomyTest, NewIntentsAreHandledWithoutACodeChange) {
+  const nlu::Taxonomy taxonomy = NewerTaxonomy();
+  const DialogConfig config = testing::TestConfig("newer");
+  auto dm = DialogManager::Create(config, taxonomy);
+  auto u = [&](const std::string& intent, float p) {
+    nlu::Understanding x = U("greeting", p);
+    x.intent = intent;
+    x.top_k = {{intent, p}};
+    return x;
+  };
+  TurnReply r = dm->Turn("a", "家里有股怪味道", u("gas_leak", 0.9f), Dec1());
+  EXPECT_EQ(r.action, Action::kTransfer);
+  EXPECT_EQ(r.transfer_to, "119");
+  EXPECT_EQ(dm->EndCall("a").department, "gas_heat");
+  r = dm->Turn("b", "快来人啊", u("emergency_crime", 0.9f), Dec1());
+  EXPECT_EQ(r.transfer_to, "110");
+  EXPECT_EQ(dm->EndCall("b").department, "police");
+  r = dm->Turn("c", "我的事一直没人管，我要往上反映", u("petition", 0.9f), Dec1());
+  EXPECT_EQ(r.action, Action::kAnswer);
+  EXPECT_NE(std::find(r.acts.begin(), r.acts.end(), "legal"), r.acts.end());
+  EXPECT_EQ(dm->EndCall("c").department, "petition");
+  r = dm->Turn("d", "那个案子的事", u("court_matters", 0.9f), Dec1());
+  EXPECT_EQ(dm->EndCall("d").department, "court");
+  // By keyword, the department of the channel when the taxonomy has it.
+  dm->Turn("e", "我想去信访", u("out_of_scope", 0.9f), Dec1());
+  EXPECT_EQ(dm->EndCall("e").department, "petition");
+  // Legal aid is an answer intent with its own file, not the legal-channel rule.
+  r = dm->Turn("f", "法律援助怎么申请", u("legal_aid", 0.9f), Dec1());
+  EXPECT_NE(r.reply.find("12348"), std::string::npos) << r.reply;
+  EXPECT_EQ(dm->EndCall("f").intent, "legal_aid");
+  r = dm->Turn("g", "路灯坏了", u("street_light", 0.9f), Dec1());
+  EXPECT_EQ(r.intent, "street_light");
+  EXPECT_EQ(r.department, "city_mgmt");
+  // An intent with no `issues` text is read back by the taxonomy's zh.
+  dm->Turn("h", "井盖没了", u("manhole_cover", 0.9f), Dec1());
+  r = dm->Turn("h", "天河区天河路2号",
+               U("provide_info", 0.9f, {{"district", "天河区"}, {"address", "天河路2号"}}), Dec1());
+  EXPECT_NE(r.reply.find("井盖缺失破损"), std::string::npos) << r.reply;
+  // Express delivery is in scope once the taxonomy takes it.
+  r = dm->Turn("i", "我的快递丢了", u("express_delivery", 0.9f), Dec1());
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_EQ(r.department, "postal");
+}
+
+}  // namespace
+}  // namespace hotline::dialog
