@@ -291,8 +291,15 @@ std::vector<Policy::TurnSlot> Policy::TurnSlots(const Session& s, const std::str
                              [&](const TurnSlot& t) { return t.fill.type == slot.type; });
     if (same != out.end()) {
       const size_t i = static_cast<size_t>(same - out.begin());
-      if (slot.type == "address" && ends[i] == slot.start) {
-        same->fill.value += slot.value;  // one address the model split into adjacent pieces
+      // One address the model split into pieces: adjacent, or a few characters it missed
+      // between them ("同和街" + "石东路8号" out of 同和街蟾蜍石东路8号).
+      const std::string gap = ends[i] >= 0 && slot.start >= ends[i] && slot.start - ends[i] <= 4
+                                  ? CpSubstr(text, size_t(ends[i]), size_t(slot.start))
+                                  : std::string("-");
+      const bool filler_gap = !gap.empty() && widen && AllCjk(gap) &&
+                              FindAny(gap, {"是", "不", "在", "和", "跟", "还有", "也"}).empty();
+      if (slot.type == "address" && (gap.empty() || filler_gap)) {
+        same->fill.value += gap + slot.value;
         same->fill.normalized.clear();
       } else {
         // "不是天河区，是海珠区": the value said last is the one meant.
@@ -367,12 +374,16 @@ bool Policy::AnswersPending(const Session& s, const std::string& text,
   const std::vector<std::string> pending = PendingSlots(s);
   if (pending.empty()) return false;
   const int said = int(CodePoints(StripBareValue(text)));
+  bool any_pending = false;
+  int spanned = 0;
   for (const auto& slot : u.slots) {
-    if (std::find(pending.begin(), pending.end(), slot.type) == pending.end()) continue;
-    // At most a few characters around the value ("叫", "是", "就是", "对"): nothing else said.
-    if (said - int(CodePoints(slot.value)) <= 3) return true;
+    any_pending = any_pending || Contains(pending, slot.type);
+    spanned += int(CodePoints(slot.value));
   }
-  return false;
+  // The slots (one of them pending) and at most a few characters around them ("叫", "是", "就是",
+  // "对", a piece the model missed): nothing else said. "越秀区二沙岛烟雨路3号" is an address, even
+  // when the model reads 烟 as cooking fumes.
+  return any_pending && said - spanned <= 3;
 }
 
 Vars Policy::SlotVars(const Session& s) const {
