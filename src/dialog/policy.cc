@@ -792,7 +792,9 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
          s.stage == Stage::kCorrecting);
     // A reply to a pending question that looks like the value asked for is that value, whatever
     // intent the model gives the phrase on its own.
-    const std::string bare_type = in_progress ? BareValueType(s, text, u) : "";
+    // ("就是不知道" is no street ending in 道.)
+    const bool plain = !a.dont_know && !a.cancel && !a.deny && a.corrections.empty() && !a.noise;
+    const std::string bare_type = in_progress && plain ? BareValueType(s, text, u) : "";
     const bool answers_pending = in_progress && AnswersPending(s, text, u);
     // A turn of acts only ("麻烦快点处理", read by the model as urging an order) or of "不知道"
     // raises no problem of the model's.
@@ -1058,9 +1060,10 @@ TurnReply Policy::SlotMissed(Session& s, bool no_input, bool dont_know,
   // "不知道": straight to the example or alternative; if that was said already, no further ask.
   const bool give_up = dont_know && s.asks[slot] >= 3;
   if (dont_know && s.asks[slot] < 2) s.asks[slot] = 2;
-  if (give_up || s.no_match[slot] >= ladder.max_no_match ||
-      s.no_input[slot] >= ladder.max_no_input) {
-    if (ladder.on_exhausted == "handoff") return Handoff(s, "handoff_slot");
+  const bool unheard = s.no_input[slot] >= ladder.max_no_input;
+  if (give_up || s.no_match[slot] >= ladder.max_no_match || unheard) {
+    const std::string& then = unheard && !give_up ? ladder.on_no_input : ladder.on_exhausted;
+    if (then == "handoff") return Handoff(s, unheard ? "handoff_unclear" : "handoff_slot");
     s.unverified.push_back(slot);
     Vars v;
     v["slot"] = SlotZh(slot);
@@ -1120,7 +1123,8 @@ std::string Policy::WorkOrderText(const Session& s) const {
   std::string words;
   for (const auto& t : s.caller_texts) {
     const TurnActs a = ReadActs(t);
-    if (CodePoints(a.content) < 4 || !a.corrections.empty()) continue;  // acts, not a description
+    // Acts, corrections and "不知道" are not the caller's description of the problem.
+    if (CodePoints(a.content) < 4 || !a.corrections.empty() || a.dont_know) continue;
     std::string w = StripBareValue(t);
     bool bare = false;
     for (const auto& f : s.slots) bare = bare || StripBareValue(t) == f.value;

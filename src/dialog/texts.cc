@@ -81,12 +81,15 @@ SlotLadder LoadLadder(const YAML::Node& n, const SlotLadder& base, const std::st
   l.max_no_match = Int(n["max_no_match"], where + ".max_no_match", l.max_no_match);
   l.max_no_input = Int(n["max_no_input"], where + ".max_no_input", l.max_no_input);
   if (n["on_exhausted"]) l.on_exhausted = Str(n["on_exhausted"], where + ".on_exhausted");
+  if (n["on_no_input"]) l.on_no_input = Str(n["on_no_input"], where + ".on_no_input");
   if (n["alternatives"]) l.alternatives = StringList(n["alternatives"], where + ".alternatives");
   if (l.max_no_match < 1) throw Error(where + ".max_no_match must be >= 1");
   if (l.max_no_input < 1) throw Error(where + ".max_no_input must be >= 1");
-  if (l.on_exhausted != "handoff" && l.on_exhausted != "continue")
-    throw Error(where + ".on_exhausted must be 'handoff' or 'continue', got '" + l.on_exhausted +
-                "'");
+  for (const auto& [key, value] : {std::pair<const char*, std::string>{"on_exhausted", l.on_exhausted},
+                                   {"on_no_input", l.on_no_input}}) {
+    if (value != "handoff" && value != "continue")
+      throw Error(where + "." + key + " must be 'handoff' or 'continue', got '" + value + "'");
+  }
   for (const auto& a : l.alternatives)
     if (!taxonomy.HasSlot(a)) throw Error(where + ".alternatives: unknown slot type '" + a + "'");
   return l;

@@ -20,11 +20,12 @@ std::string Render(const std::string& tmpl, const Vars& vars);
 
 // How a slot is asked again (Dialogflow CX's no-match / no-input handlers): the prompt, then
 // `rephrase`, then `example` (an example or an alternative); after max_no_match turns that did not
-// give the slot (or max_no_input turns of silence or noise) either go on without it, marked
-// unverified in the work order ("continue"), or hand off ("handoff").
+// give the slot either go on without it, marked unverified in the work order ("continue"), or
+// hand off ("handoff"); after max_no_input turns of silence or noise, likewise (on_no_input).
 struct SlotLadder {
   int max_no_match = 3, max_no_input = 2;
-  std::string on_exhausted = "handoff";
+  std::string on_exhausted = "handoff";  // after max_no_match
+  std::string on_no_input = "handoff";   // after max_no_input (noise: the caller is not heard)
   std::vector<std::string> alternatives;  // slot types that may stand in ("说一下地址也可以")
 };
 

@@ -241,10 +241,11 @@ TEST_F(PolicyTest, UnclearTurnsWhileASlotIsAskedFollowItsLadder) {
   TurnReply r = T("呃那个就是", U("out_of_scope", 0.3f));
   EXPECT_EQ(r.action, Action::kAskSlot);
   EXPECT_NE(r.reply.find("地址"), std::string::npos) << "re-asks the open question: " << r.reply;
-  // The second turn without input ends the address ladder: it goes on, unverified.
+  // The second turn without input ends the ladder: the caller cannot be heard, a person takes
+  // over (on_no_input).
   r = T("嗯嗯那个", U("goodbye", 0.2f));
-  EXPECT_EQ(r.action, Action::kConfirm);
-  EXPECT_NE(r.reply.find("待核实"), std::string::npos) << r.reply;
+  EXPECT_EQ(r.action, Action::kHandoff);
+  EXPECT_EQ(dm_->EndCall("c1").outcome, "human");
 }
 
 TEST_F(PolicyTest, LowConfidenceStreakIsBrokenByAnUnderstoodTurn) {
