@@ -307,9 +307,11 @@ TurnActs ReadActs(const std::string& raw_text) {
     add("(.+?)(?:说错了|搞错了|弄错了|记错了|看错了|听错了|念错了|说错|错了)" + sep + "(?:应该|其实|我说的)?是(.+)", 1, 2,
         "", true);
     add("(?:不对|错了)" + sep + "(?:应该|其实)?是(.+)", 0, 1, "", true);
-    add("(?:改成|改为|换成|更正为|更正成|更正一下|正确的是|准确地说是|准确的是|应该是)" + sep +
-            "(.+)",
+    add("(?:改成|改为|换成|更正为|更正成|更正一下|改一下|正确的是|准确地说是|准确的是|应该是|"
+        "应该叫|其实是|其实叫)" + sep + "(?:是|叫)?" + sep + "(.+)",
         0, 1, "", false);
+    // "不对，叫华美超市": a name said again after no.
+    add("(?:不对|不是)" + sep + "(?:应该|其实)?叫" + sep + "(.+)", 0, 1, "", true);
     return p;
   }();
   for (const auto& p : kPatterns) {
@@ -342,6 +344,13 @@ TurnActs ReadActs(const std::string& raw_text) {
       }
     }
     if (c.new_value.empty()) continue;
+    {
+      // The clause before the correction words: from the last punctuation of the prefix on.
+      const std::u32string pre = U32(m.prefix().str());
+      size_t from = pre.size();
+      while (from > 0 && !IsPunct(pre[from - 1])) --from;
+      c.before = Trim(U8(pre.substr(from)));
+    }
     a.corrections.push_back(c);
     a.deny = a.deny || p.deny;
     // The rest of the turn (before the correction, and after its value) is read as usual.

@@ -15,6 +15,9 @@ struct Correction {
   // "" for a whole value; "last" when only the last character was corrected ("最后一位是五":
   // new_value is that one character, spoken digits already read as a digit).
   std::string part;
+  // The words just before the correction in the same clause ("门牌号改一下，是18号" -> 门牌号):
+  // they may name the slot.
+  std::string before;
 };
 
 struct TurnActs {

@@ -262,7 +262,15 @@ std::vector<std::string> Policy::ProblemsIn(const std::string& text, const std::
   std::vector<std::string> out;
   if (primary.empty() && !named.empty()) primary = named.front().second;
   if (primary.empty()) return out;
-  if (!is_named(primary)) return {primary};
+  if (!is_named(primary)) {
+    // A question, and problems named besides after "还有/另外" ("公积金怎么提取，还有我家停电
+    // 了"): all of them.
+    out.push_back(primary);
+    if (KindOf(primary) == "answer" && ReadActs(text).more)
+      for (const auto& [at, intent] : named)
+        if (KindOf(intent) == "dispatch" && !Contains(out, intent)) out.push_back(intent);
+    return out;
+  }
   // Every problem named, in the order said (the first said is the main one).
   for (const auto& [at, intent] : named)
     if ((intent == primary || KindOf(intent) == "dispatch") && !Contains(out, intent))
@@ -470,6 +478,14 @@ std::string Policy::ApplyCorrection(Session& s, const Correction& c, const nlu::
     if (at == std::string::npos) return value;
     return out.replace(at, len, value);
   };
+  // 0. The slot named just before ("门牌号改一下，是18号").
+  if (c.old_value.empty() && !c.before.empty()) {
+    for (const auto& [word, type] : texts_.rules.slot_names)
+      if (c.before.find(word) != std::string::npos && (type != "address" || s.FindSlot(type)))
+        return set(type, partial(type, v));
+  }
+  // A bare house number ("是18号") is part of the address, whatever the model spans it as.
+  if (s.FindSlot("address") && partial("address", v) != v) return set("address", partial("address", v));
   // 1. The old value or the slot is named ("地址错了…", "不是天河区…").
   if (!c.old_value.empty()) {
     for (const auto& [word, type] : texts_.rules.slot_names)
@@ -770,7 +786,9 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
     rd.model = confident ? u.intent : "";
     rd.deny = a.deny || (rd.model == "deny" && !a.affirm && !a.urge);
     rd.affirm = !rd.deny && (a.affirm || a.urge || (rd.model == "affirm" && !a.noise));
-    rd.thanks = a.thanks || rd.model == "praise";
+    // The model's praise counts as thanks only when the words hold nothing else ("真不知道" is
+    // no thanks, whatever the model says).
+    rd.thanks = a.thanks || (rd.model == "praise" && a.content.empty() && !a.dont_know);
     rd.goodbye = a.goodbye || rd.model == "goodbye";
     rd.greeting = a.greeting || rd.model == "greeting";
 
@@ -839,6 +857,17 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
         }
         turn_slots = kept;
       }
+      // A turn that answers the question asked ("就在垃圾站旁边那栋楼") raises no problem by its
+      // words alone, unless the caller says there is another ("还有…"); one the model is sure of
+      // stays ("好味道餐厅的油烟太大了").
+      bool answers_asked = false;
+      for (const auto& t : turn_slots) answers_asked = answers_asked || t.fill.type == s.asking_slot;
+      if (answers_asked && !a.more) {
+        const bool model_sure = u.confidence >= config_.switch_confidence;
+        fresh.erase(std::remove_if(fresh.begin(), fresh.end(),
+                                   [&](const std::string& p) { return !(model_sure && p == rd.model); }),
+                    fresh.end());
+      }
       if (!fresh.empty()) {
         new_problem = true;
         const bool named_more = a.more || text.find("也") != std::string::npos;
@@ -855,7 +884,8 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
           Vars v;
           v["issue"] = IssueText(fresh.front());
           prefix = Render(texts_.Reply("queued_issue"), v);
-          turn_slots.clear();  // what was said with the new problem is about it
+          // What was said with the new problem is about it, unless it answers the question.
+          if (!answers_asked) turn_slots.clear();
         }
       }
       bool changed = false;
@@ -941,6 +971,14 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
       if (!turn_slots.empty()) informed = true;
       TakeIdNumber(s, text, u, now);
       Queue(s, std::vector<std::string>(rd.problems.begin() + 1, rd.problems.end()), turn_slots);
+      // "停水了，但具体地址我不知道": the first question already offers the alternative.
+      if (a.dont_know) {
+        for (const auto& slot : RequiredSlots(s))
+          if (!SlotDone(s, slot)) {
+            s.asks[slot] = std::max(s.asks[slot], 2);
+            break;
+          }
+      }
       return Advance(s, now);
     }
     const bool served = !s.issues.empty();

@@ -880,6 +880,19 @@ TEST_F(RulesTest, AnAnswerIntentWithoutItsFileGetsTheDefaultAnswer) {
   }
 }
 
+TEST_F(RulesTest, AnAnswerThatMentionsAProblemWordRaisesNoProblem) {
+  T("我家停水了", U("water_outage", 0.9f));
+  TurnReply r = T("就在垃圾站旁边的幸福小区", U("provide_info", 0.8f, {{"address", "幸福小区"}}));
+  EXPECT_EQ(r.action, Action::kConfirm);
+  EXPECT_EQ(r.intent, "water_outage");
+  EXPECT_EQ(r.reply.find("一共反映了"), std::string::npos) << r.reply;
+  // Said with "还有", the same words do raise a second problem.
+  T("我家停水了", U("water_outage", 0.9f), "c2");
+  r = T("幸福小区，还有垃圾站的垃圾好几天没人收", U("provide_info", 0.8f, {{"address", "幸福小区"}}),
+        "c2");
+  EXPECT_NE(r.reply.find("一共反映了2个问题"), std::string::npos) << r.reply;
+}
+
 TEST_F(RulesTest, StreetLightsAreCityManagement) {
   TurnReply r = T("路灯坏了", U("traffic_signal", 0.9f));
   EXPECT_EQ(r.department, "city_mgmt");
