@@ -303,7 +303,8 @@ TurnActs ReadActs(const std::string& raw_text) {
         0, 1, "last", false);
     add("不是(.+?)" + sep + "(?:而|应该|其实|我说的)?是(.+)", 1, 2, "", true);
     // "是赤岗北路，不是赤岗路": the right value first.
-    add("^(?:哦|噢|嗯|呃|啊|那个|不对|，|,|\\s)*是(.+?)" + sep + "(?:而)?不是(.+)", 2, 1, "", true);
+    // Group 1 is what comes before 是 ("车牌号是粤B12348不是粤B12347"): it may name the slot.
+    add("(.*?)是(.+?)" + sep + "(?:而)?不是(.+)", 3, 2, "", true);
     add("(.+?)(?:说错了|搞错了|弄错了|记错了|看错了|听错了|念错了|说错|错了)" + sep + "(?:应该|其实|我说的)?是(.+)", 1, 2,
         "", true);
     add("(?:不对|错了)" + sep + "(?:应该|其实)?是(.+)", 0, 1, "", true);
@@ -317,6 +318,12 @@ TurnActs ReadActs(const std::string& raw_text) {
   for (const auto& p : kPatterns) {
     std::smatch m;
     if (!std::regex_search(text, m, p.re)) continue;
+    // "…是Y不是X": the 是 must not be the end of a 不是 ("不是X，是Y" is matched above).
+    const bool right_first = p.old_group == 3;
+    if (right_first) {
+      const std::string head = m[1].str();
+      if (head.size() >= 3 && head.compare(head.size() - 3, 3, "不") == 0) continue;
+    }
     Correction c;
     c.part = p.part;
     c.old_value = p.old_group ? Trim(m[p.old_group].str()) : "";
@@ -346,7 +353,7 @@ TurnActs ReadActs(const std::string& raw_text) {
     if (c.new_value.empty()) continue;
     {
       // The clause before the correction words: from the last punctuation of the prefix on.
-      const std::u32string pre = U32(m.prefix().str());
+      const std::u32string pre = U32(m.prefix().str() + (right_first ? m[1].str() : ""));
       size_t from = pre.size();
       while (from > 0 && !IsPunct(pre[from - 1])) --from;
       c.before = Trim(U8(pre.substr(from)));
