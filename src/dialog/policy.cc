@@ -193,7 +193,8 @@ const EmergencyRule* Policy::EmergencyIn(const std::string& text, const std::str
     std::string words = text;  // without the look-alikes ("打不着火" is no fire)
     for (const auto& x : e.except)
       for (size_t at; (at = words.find(x)) != std::string::npos;) words.replace(at, x.size(), "，");
-    if (!FindAny(words, e.keywords).empty()) return &e;
+    // Something past or a claim about it ("上个月出了车祸，理赔…") is no emergency now.
+    if (!FindAny(words, e.keywords).empty() && FindAny(text, e.unless).empty()) return &e;
   }
   if (StartsWith(model, "emergency")) {
     // An emergency intent of a newer taxonomy that no rule names: by the category in its id.

@@ -136,6 +136,7 @@ DialogRules LoadRules(const YAML::Node& root, const std::string& path,
       er.keywords = StringList(rules[i]["keywords"], w + ".keywords");
       er.intents = StringList(rules[i]["intents"], w + ".intents");
       er.except = StringList(rules[i]["except"], w + ".except");
+      er.unless = StringList(rules[i]["unless"], w + ".unless");
       r.emergencies.push_back(std::move(er));
     }
   }

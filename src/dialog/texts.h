@@ -35,6 +35,7 @@ struct EmergencyRule {
   std::string department;  // the emergency service's department, when the taxonomy has it
   std::vector<std::string> keywords;      // any of them in the caller's words
   std::vector<std::string> except;        // look-alikes taken out first ("打不着火")
+  std::vector<std::string> unless;        // words that make it no emergency now (上个月, 理赔)
   std::vector<std::string> intents;       // taxonomy intents that mean it (when they exist)
 };
 

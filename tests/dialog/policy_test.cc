@@ -791,6 +791,12 @@ TEST_F(RulesTest, EmergencyIsTransferredAtOnceCountedAndConfigurable) {
   }
   r = T("有人持刀抢劫", U("out_of_scope", 0.9f), "c3");
   EXPECT_EQ(r.transfer_to, "110");
+  // Past, or a claim about it: no emergency now.
+  r = T("上个月出了车祸，保险理赔一直没下来", U("out_of_scope", 0.9f), "c4");
+  EXPECT_NE(r.action, Action::kTransfer);
+  // Look-alike words are no fire.
+  r = T("燃气灶打不着火", U("gas_service", 0.9f), "c5");
+  EXPECT_EQ(r.action, Action::kAskSlot);
 }
 
 TEST_F(RulesTest, LegalOutOfScopeNoiseAndCancel) {
