@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -13,6 +14,7 @@
 #include "dialog/dialog.h"
 #include "dialog/manager_internal.h"
 #include "dialog/session.h"
+#include "dialog/texts.h"
 #include "test_util.h"
 
 namespace hotline::dialog {
@@ -530,7 +532,8 @@ TEST(DialogConfigTest, LoadsTheShippedConfigAndRejectsBadFields) {
     return DialogConfig::Load(dir + "/d.yaml");
   };
   for (const char* bad_text : {"max_turns: 0", "min_confidence: 1.5", "session_store: mongo://x",
-                               "idle_timeout_s: abc", "switch_confidence: 0.1"}) {
+                               "idle_timeout_s: abc", "switch_confidence: 0.1",
+                               "unclear_handoff_after: 0", "duplicate_window_h: -1"}) {
     const std::string bad(bad_text);
     try {
       load_with(bad);
@@ -541,6 +544,32 @@ TEST(DialogConfigTest, LoadsTheShippedConfigAndRejectsBadFields) {
     }
   }
   EXPECT_THROW(DialogConfig::Load(dir + "/missing.yaml"), Error);
+  // The rules' sections are checked where they are read (DialogTexts::Load), naming the field.
+  const std::string shipped = [&] {
+    std::ifstream in(testing::SourcePath("config/dialog.yaml"));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  for (const auto& [from, to, field] : std::vector<std::array<std::string, 3>>{
+           {"  on_exhausted: handoff\n", "  on_exhausted: maybe\n", "on_exhausted"},
+           {"  max_no_match: 3\n", "  max_no_match: 0\n", "max_no_match"},
+           {"      number: \"119\"\n", "", "emergencies.rules"},
+           {"  check_digit:", "  check_digits:", "id_number_problems.check_digit"},
+           {"    department: city_mgmt\n    issue: 路灯损坏不亮", "    department: nowhere\n    issue: x",
+            "reroutes"}}) {
+    std::string text = shipped;
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    std::ofstream(dir + "/rules.yaml") << text;
+    try {
+      DialogTexts::Load(dir + "/rules.yaml", testing::TheTaxonomy());
+      // street_light may be in the taxonomy: then its reroute needs no department of its own.
+      if (field != "reroutes" || !testing::TheTaxonomy().FindIntent("street_light"))
+        ADD_FAILURE() << "accepted " << to;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  }
   // A manager refuses an answers dir without a file for every answer intent.
   DialogConfig d = testing::TestConfig("noanswers");
   d.answers_dir = dir;
