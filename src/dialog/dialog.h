@@ -26,6 +26,7 @@ enum class Action {
 // "greet", "ask_slot", "confirm", "answer", "dispatch", "handoff", "clarify", "end", "transfer"
 // (an emergency: the caller is sent to 110/119/120/122, no form is filled).
 std::string_view ActionName(Action action);
+std::string_view ActionName(Action action);
 
 // One problem or question of a call. A call holds a list of them; each gets its own work order
 // (created, or merged into an open one: 并单), answer, transfer or hand-off.
@@ -39,8 +40,9 @@ struct CallIssue {
   std::string work_order_id;  // the order created or merged into
   std::string transfer_to;    // emergency: the number the caller was sent to (119, ...)
   std::vector<SlotFill> slots;
+  std::string said;  // the caller's words that raised it (for the work-order text)
 };
-std::string_view ActionName(Action action);
+
 
 struct TurnReply {
   std::string reply;  // text said to the caller

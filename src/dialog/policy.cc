@@ -612,7 +612,7 @@ void Policy::StartMain(Session& s, const std::string& intent, bool keep_slots) c
 }
 
 void Policy::Queue(Session& s, const std::vector<std::string>& intents,
-                   const std::vector<TurnSlot>& slots) const {
+                   const std::vector<TurnSlot>& slots, const std::string& said) const {
   for (const auto& intent : intents) {
     bool known = intent == s.main_intent;
     for (const auto& q : s.queued) known = known || q.intent == intent;
@@ -623,6 +623,7 @@ void Policy::Queue(Session& s, const std::vector<std::string>& intents,
     i.department = DeptOf(intent);
     for (const auto& t : slots)
       if (t.valid) i.slots.push_back(t.fill);
+    i.said = said;
     s.queued.push_back(std::move(i));
   }
 }
@@ -878,10 +879,10 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
           s.active_open = false;
           StartMain(s, fresh.front(), /*keep_slots=*/true);
           s.caller_texts.push_back(text);
-          Queue(s, std::vector<std::string>(fresh.begin() + 1, fresh.end()), turn_slots);
+          Queue(s, std::vector<std::string>(fresh.begin() + 1, fresh.end()), turn_slots, text);
           replaced = true;
         } else {
-          Queue(s, fresh, turn_slots);
+          Queue(s, fresh, turn_slots, text);
           Vars v;
           v["issue"] = IssueText(fresh.front());
           prefix = Render(texts_.Reply("queued_issue"), v);
@@ -971,7 +972,8 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
       for (const auto& t : turn_slots) s.SetSlot(t.fill, t.valid);
       if (!turn_slots.empty()) informed = true;
       TakeIdNumber(s, text, u, now);
-      Queue(s, std::vector<std::string>(rd.problems.begin() + 1, rd.problems.end()), turn_slots);
+      Queue(s, std::vector<std::string>(rd.problems.begin() + 1, rd.problems.end()), turn_slots,
+            text);
       // "停水了，但具体地址我不知道": the first question already offers the alternative.
       if (a.dont_know) {
         for (const auto& slot : RequiredSlots(s))
@@ -1152,7 +1154,7 @@ std::string Policy::WorkOrderText(const Session& s) const {
   if (auto it = v.find("address"); it != v.end()) where = v["district"] + it->second;
   else if (auto o = s.FindSlot("organization")) where = o->value;
   else if (auto p = s.FindSlot("plate_number")) where = "车牌号" + p->value + "的车辆";
-  else if (auto b = s.FindSlot("bus_line")) where = b->value + "公交";
+  else if (auto b = s.FindSlot("bus_line")) where = b->value;
   else where = v["district"];
   if (s.FindSlot("organization") && s.FindSlot("address") && where.find(s.FindSlot("organization")->value) == std::string::npos)
     where += s.FindSlot("organization")->value;
@@ -1165,6 +1167,9 @@ std::string Policy::WorkOrderText(const Session& s) const {
     // Acts, corrections and "不知道" are not the caller's description of the problem.
     if (CodePoints(a.content) < 4 || !a.corrections.empty() || a.dont_know) continue;
     std::string w = StripBareValue(t);
+    // A turn that is only a place or a name ("天河区荷光路南一巷12号") says no more than the slots.
+    if (LooksLike("address", w) || LooksLike("organization", w) || LooksLike("district", w))
+      continue;
     bool bare = false;
     for (const auto& f : s.slots) bare = bare || StripBareValue(t) == f.value;
     if (bare) continue;
@@ -1269,6 +1274,7 @@ TurnReply Policy::NextQueued(Session& s, TurnReply done,
   s.queued.erase(s.queued.begin());
   StartMain(s, next.intent, /*keep_slots=*/false);
   for (const auto& f : next.slots) s.SetSlot(f, true);
+  if (!next.said.empty()) s.caller_texts.push_back(next.said);
   // Problems said together most often share the place: the one just filed lends its address
   // (read back, so the caller can correct it).
   if (!s.issues.empty() && !s.FindSlot("address") && Contains(RequiredSlots(s), "address")) {

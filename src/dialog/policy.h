@@ -82,7 +82,7 @@ class Policy {
 
   void StartMain(Session& s, const std::string& intent, bool keep_slots) const;
   void Queue(Session& s, const std::vector<std::string>& intents,
-             const std::vector<TurnSlot>& slots) const;
+             const std::vector<TurnSlot>& slots, const std::string& said) const;
   void Record(Session& s, const std::string& outcome, const std::string& order_id = "",
               const std::string& transfer_to = "") const;
   TurnReply Advance(Session& s, std::chrono::system_clock::time_point now) const;

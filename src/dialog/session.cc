@@ -70,7 +70,7 @@ nlohmann::json IssuesJson(const std::vector<CallIssue>& v) {
   for (const auto& i : v)
     a.push_back({{"intent", i.intent}, {"kind", i.kind}, {"department", i.department},
                  {"outcome", i.outcome}, {"work_order_id", i.work_order_id},
-                 {"transfer_to", i.transfer_to}, {"slots", SlotsJson(i.slots)}});
+                 {"transfer_to", i.transfer_to}, {"slots", SlotsJson(i.slots)}, {"said", i.said}});
   return a;
 }
 
@@ -85,6 +85,7 @@ std::vector<CallIssue> IssuesFrom(const nlohmann::json& a) {
     i.work_order_id = x.at("work_order_id").get<std::string>();
     i.transfer_to = x.at("transfer_to").get<std::string>();
     i.slots = SlotsFrom(x.at("slots"));
+    i.said = x.value("said", "");
     out.push_back(std::move(i));
   }
   return out;
