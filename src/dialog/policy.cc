@@ -548,14 +548,13 @@ std::string Policy::ApplyCorrection(Session& s, const Correction& c, const nlu::
   return "";
 }
 
-bool Policy::TakeIdNumber(Session& s, const std::string& text, const nlu::Understanding& u,
+bool Policy::TakeIdNumber(Session& s, const std::string& text,
                           std::chrono::system_clock::time_point now) const {
   const bool wanted = s.asking_slot == "id_number" || s.FindSlot("id_number") ||
                       Contains(RequiredSlots(s), "id_number");
   if (!wanted) return false;
   const SlotFill* cur = s.FindSlot("id_number");
   if (cur && s.slot_valid[static_cast<size_t>(cur - s.slots.data())]) return false;
-  (void)u;
   std::string invalid;
   for (const auto& run : DigitRuns(text)) {
     if (run.size() < 14 || run.size() > 20) continue;
@@ -811,8 +810,8 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
         (s.stage == Stage::kFilling || s.stage == Stage::kConfirming ||
          s.stage == Stage::kCorrecting);
     // A reply to a pending question that looks like the value asked for is that value, whatever
-    // intent the model gives the phrase on its own.
-    // ("就是不知道" is no street ending in 道.)
+    // intent the model gives the phrase on its own; not a turn of "不知道", no or a correction
+    // ("就是不知道" is no street ending in 道).
     const bool plain = !a.dont_know && !a.cancel && !a.deny && a.corrections.empty() && !a.noise;
     const std::string bare_type = in_progress && plain ? BareValueType(s, text, u) : "";
     const bool answers_pending = in_progress && AnswersPending(s, text, u);
@@ -903,7 +902,7 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
           const std::string type = ApplyCorrection(s, c, u, now);
           if (!type.empty()) corrected.push_back(type);
         }
-        if (TakeIdNumber(s, text, u, now)) changed = true;
+        if (TakeIdNumber(s, text, now)) changed = true;
         if (a.same_place && !s.issues.empty()) {
           for (const auto& f : s.issues.back().slots) {
             if ((f.type == "address" || f.type == "district" || f.type == "organization") &&
@@ -971,7 +970,7 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
       const auto turn_slots = TurnSlots(s, text, u, false, "");
       for (const auto& t : turn_slots) s.SetSlot(t.fill, t.valid);
       if (!turn_slots.empty()) informed = true;
-      TakeIdNumber(s, text, u, now);
+      TakeIdNumber(s, text, now);
       Queue(s, std::vector<std::string>(rd.problems.begin() + 1, rd.problems.end()), turn_slots,
             text);
       // "停水了，但具体地址我不知道": the first question already offers the alternative.

@@ -74,7 +74,7 @@ class Policy {
   std::string ApplyCorrection(Session& s, const Correction& c, const nlu::Understanding& u,
                               std::chrono::system_clock::time_point now) const;
   // A valid ID number anywhere in the words replaces a missing or invalid one.
-  bool TakeIdNumber(Session& s, const std::string& text, const nlu::Understanding& u,
+  bool TakeIdNumber(Session& s, const std::string& text,
                     std::chrono::system_clock::time_point now) const;
   std::string IdProblem(const std::string& value) const;
   Vars SlotVars(const Session& s) const;
