@@ -151,7 +151,8 @@ DialogRules LoadRules(const YAML::Node& root, const std::string& path,
         if (!routes[i]["keywords"] || !routes[i]["department"])
           throw Error(w + " needs keywords and department");
         r.legal_routes.push_back({StringList(routes[i]["keywords"], w + ".keywords"),
-                                  Str(routes[i]["department"], w + ".department")});
+                                  Str(routes[i]["department"], w + ".department"),
+                                  {}});
       }
     }
   }
