@@ -47,7 +47,13 @@ def write_jsonl(path, objs):
 def test_taxonomy_matches_yaml_text():
     text = open(os.path.join(REPO, "config", "taxonomy", "hotline.yaml"), encoding="utf-8").read()
     ids = re.findall(r"^\s*- \{id: ([a-z_]+),", text, re.M)
-    assert TAX.intent_ids == ids and len(ids) == 55
+    assert TAX.intent_ids == ids and len(ids) == 125
+    # Ids are a contract: the shipped model's labels (the first 55 intents) stay a prefix.
+    labels = json.load(open(os.path.join(REPO, "models", "default", "labels.json"), encoding="utf-8"))
+    assert ids[:len(labels["intents"])] == labels["intents"]
+    assert TAX.intent_by_id["street_light"]["category"] == "city_management"
+    assert TAX.intent_by_id["street_light"]["dept"] == "city_mgmt"
+    assert TAX.intent_by_id["gas_leak"]["co_depts"] == ["fire"]
     assert TAX.slots[0] == "person_name" and TAX.slots[-1] == "item" and len(TAX.slots) == 12
     assert TAX.intent_by_id["taxi_complaint"]["required_slots"] == ["plate_number"]
     assert TAX.intent_by_id["greeting"]["kind"] == "dialog"
