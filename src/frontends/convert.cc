@@ -49,6 +49,17 @@ void ToProto(const nlu::Understanding& u, hotline::v1::Understanding* out) {
   out->set_business_line(u.business_line);
   out->set_truncated(u.truncated);
   out->set_num_tokens(u.num_tokens);
+  for (const auto& h : u.heads) {
+    auto* p = out->add_heads();
+    p->set_head(h.head);
+    p->set_label(h.label);
+    p->set_score(h.score);
+    for (const auto& t : h.top_k) {
+      auto* s = p->add_top_k();
+      s->set_label(t.label);
+      s->set_score(t.score);
+    }
+  }
 }
 
 void ToProto(const serving::ModelStatus& m, hotline::v1::ModelInfo* out) {
@@ -59,6 +70,8 @@ void ToProto(const serving::ModelStatus& m, hotline::v1::ModelInfo* out) {
   out->set_message(m.message);
   out->set_memory_bytes(m.memory_bytes);
   for (const auto& b : m.business_lines) out->add_business_lines(b);
+  out->set_kind(m.kind);
+  for (const auto& h : m.heads) out->add_heads(h);
 }
 
 void ToProto(const serving::UnderstandReply& r, hotline::v1::ServingInfo* out) {

@@ -1,5 +1,6 @@
 #include "frontends/grpc_service.h"
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -242,6 +243,61 @@ std::string SlotsJson(const nlu::Understanding& u) {
   return slots.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+namespace {
+
+// A classifier model's KServe outputs: per head, <head> (BYTES, the label) and <head>_score
+// (FP32); all of them when the request names none.
+grpc::Status ClassifierOutputs(const serving::UnderstandReply& r, const std::vector<int64_t>& shape,
+                               std::vector<std::string> wanted,
+                               inference::ModelInferResponse* resp) {
+  const auto& heads = r.results[0].heads;
+  std::vector<std::string> known;
+  for (const auto& h : heads) {
+    known.push_back(h.head);
+    known.push_back(h.head + "_score");
+  }
+  if (wanted.empty()) wanted = known;
+  for (const std::string& name : wanted) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "unknown output \"" + name + "\"; this classifier's outputs are " + list);
+    }
+  }
+  resp->set_model_name(r.model_name);
+  resp->set_model_version(r.model_version);
+  for (const std::string& name : wanted) {
+    const bool score = name.size() > 6 && name.compare(name.size() - 6, 6, "_score") == 0 &&
+                       std::find_if(heads.begin(), heads.end(), [&](const nlu::HeadResult& h) {
+                         return h.head == name;
+                       }) == heads.end();
+    const std::string head = score ? name.substr(0, name.size() - 6) : name;
+    size_t h = 0;
+    while (h < heads.size() && heads[h].head != head) ++h;
+    auto* out = resp->add_outputs();
+    out->set_name(name);
+    for (int64_t d : shape) out->add_shape(d);
+    if (score) {
+      out->set_datatype("FP32");
+      std::string raw(r.results.size() * sizeof(float), '\0');
+      for (size_t i = 0; i < r.results.size(); ++i) {
+        const float c = r.results[i].heads.at(h).score;  // little-endian hosts (x86, arm64)
+        std::memcpy(raw.data() + i * sizeof(float), &c, sizeof(float));
+      }
+      resp->add_raw_output_contents(std::move(raw));
+    } else {
+      out->set_datatype("BYTES");
+      std::vector<std::string> el;
+      for (const auto& u : r.results) el.push_back(u.heads.at(h).label);
+      resp->add_raw_output_contents(EncodeBytesTensor(el));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* KServeGrpcService::ServerLive(grpc::CallbackServerContext* ctx,
                                                         const inference::ServerLiveRequest*,
                                                         inference::ServerLiveResponse* resp) {
@@ -301,6 +357,13 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelMetadata(
         t->add_shape(-1);
       };
       add(resp->mutable_inputs(), "text", "BYTES");
+      if (m.kind == "classifier") {  // per head: its label and its score
+        for (const std::string& h : m.heads) {
+          add(resp->mutable_outputs(), h.c_str(), "BYTES");
+          add(resp->mutable_outputs(), (h + "_score").c_str(), "FP32");
+        }
+        return FinishNow(ctx, grpc::Status::OK);
+      }
       add(resp->mutable_outputs(), "intent", "BYTES");
       add(resp->mutable_outputs(), "confidence", "FP32");
       add(resp->mutable_outputs(), "slots", "BYTES");
@@ -345,14 +408,10 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerCont
     return invalid("input \"text\" has shape of " + std::to_string(elements) +
                    " elements but carries " + std::to_string(texts.size()));
   }
+  // Output names are checked against the model's kind once its answer is here: a joint model's
+  // are intent, confidence, slots; a classifier's are <head> and <head>_score per head.
   std::vector<std::string> wanted;
-  for (const auto& o : req->outputs()) {
-    if (o.name() != "intent" && o.name() != "confidence" && o.name() != "slots") {
-      return invalid("unknown output \"" + o.name() + "\"; outputs are intent, confidence, slots");
-    }
-    wanted.push_back(o.name());
-  }
-  if (wanted.empty()) wanted = {"intent", "confidence", "slots"};
+  for (const auto& o : req->outputs()) wanted.push_back(o.name());
 
   serving::UnderstandCall call;
   call.texts = std::move(texts);
@@ -362,7 +421,21 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerCont
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
   resp->set_id(req->id());
-  service_->Understand(std::move(call), [reactor, resp, shape, wanted](serving::UnderstandReply r) {
+  service_->Understand(std::move(call), [reactor, resp, shape,
+                                         wanted](serving::UnderstandReply r) mutable {
+    if (r.status.ok() && !r.results.empty() && !r.results[0].heads.empty()) {
+      reactor->Finish(ClassifierOutputs(r, shape, wanted, resp));
+      return;
+    }
+    for (const std::string& name : wanted) {
+      if (r.status.ok() && name != "intent" && name != "confidence" && name != "slots") {
+        reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                     "unknown output \"" + name +
+                                         "\"; outputs are intent, confidence, slots"));
+        return;
+      }
+    }
+    if (wanted.empty()) wanted = {"intent", "confidence", "slots"};
     if (r.status.ok()) {
       resp->set_model_name(r.model_name);
       resp->set_model_version(r.model_version);

@@ -196,7 +196,11 @@ void Server::StartDialog() {
   if (taxonomy_file.empty()) {
     for (const serving::ModelSpec& spec : repository_->Scan()) {
       if (spec.name == config_.default_model) {
-        taxonomy_file = nlu::ModelConfig::Load(spec.dir).taxonomy_file;
+        const nlu::ModelConfig mc = nlu::ModelConfig::Load(spec.dir);
+        if (mc.kind != "joint")
+          throw Error("dialog: the default model '" + spec.name + "' is a " + mc.kind +
+                      " model; the dialog needs a joint (intent + slots) model as default_model");
+        taxonomy_file = mc.taxonomy_file;
       }
     }
     if (taxonomy_file.empty()) {

@@ -487,8 +487,9 @@ class ClassifierImpl : public Pipeline {
           size_t(found->inner_shape[0]) != n) {
         std::string shape;
         for (auto d : found->inner_shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+        const bool per_token = found->kind == engine::Output::Kind::kPerToken;
         throw Error("model '" + config_.dir + "': output '" + head.output + "' is " +
-                    (found->kind == engine::Output::Kind::kPerToken ? "per token" : "per sequence") +
+                    (per_token ? "per token" : "per sequence") +
                     " with inner shape [" + shape + "] but labels.json lists " +
                     std::to_string(n) + " labels for head '" + head.name +
                     "' (expected per sequence [" + std::to_string(n) + "])");

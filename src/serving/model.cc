@@ -66,6 +66,12 @@ ModelSpec ModelSpec::Load(const std::string& dir) {
   if (spec.instances < 1 || spec.instances > 64) {
     throw Error(file + ": 'instances' must be 1..64, got " + std::to_string(spec.instances));
   }
+  spec.kind = Get<std::string>(root, "kind", "joint", file);
+  if (spec.kind == "classifier") {
+    const YAML::Node outputs = root["outputs"];
+    if (!outputs || !outputs.IsMap()) throw Error(file + ": a classifier needs 'outputs'");
+    for (const auto& kv : outputs) spec.heads.push_back(kv.first.as<std::string>());
+  }
   spec.warmup = Get<bool>(root, "warmup", true, file);
   spec.memory_bytes_hint = int64_t(Get<double>(root, "memory_mb", 0, file) * 1024 * 1024);
   return spec;

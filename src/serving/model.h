@@ -31,6 +31,10 @@ struct ModelSpec {
   int instances = 1;
   bool warmup = true;
   int64_t memory_bytes_hint = 0;
+  // model.yaml's kind ("joint" or "classifier") and a classifier's heads (its outputs' keys, in
+  // order), for clients that ask what a model answers (KServe metadata, ListModels).
+  std::string kind = "joint";
+  std::vector<std::string> heads;
   // Reads DIR/model.yaml. Throws hotline::Error naming the file and the bad key.
   static ModelSpec Load(const std::string& dir);
 };

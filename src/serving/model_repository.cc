@@ -252,6 +252,10 @@ std::vector<ModelStatus> ModelRepository::List() const {
     st.name = s.name;
     st.versions.push_back(s.version);
     if (st.business_lines.empty()) st.business_lines = s.business_lines;
+    if (st.kind.empty()) {
+      st.kind = s.kind;
+      st.heads = s.heads;
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [name, slot] : slots_) {
@@ -263,6 +267,8 @@ std::vector<ModelStatus> ModelRepository::List() const {
       st.version = slot.current->spec().version;
       st.memory_bytes = slot.current->memory_bytes();
       st.business_lines = slot.current->spec().business_lines;
+      st.kind = slot.current->spec().kind;
+      st.heads = slot.current->spec().heads;
     }
   }
   std::vector<ModelStatus> list;

@@ -55,6 +55,8 @@ struct ModelStatus {
   std::string message;  // last load error, if any
   int64_t memory_bytes = 0;
   std::vector<std::string> business_lines;
+  std::string kind;                // model.yaml's kind ("joint" or "classifier")
+  std::vector<std::string> heads;  // a classifier's heads
 };
 
 class ModelRepository {

@@ -118,7 +118,8 @@ void ExpectAllPatterns(const HTensor& t, double (*ref)(uint16_t), const char* wh
     const double want = ref(uint16_t(k));
     const float got = t.f[k];
     const bool same = std::isnan(want) ? std::isnan(got)
-                                       : double(got) == want && std::signbit(got) == std::signbit(want);
+                                       : double(got) == want &&
+                                             std::signbit(got) == std::signbit(want);
     if (!same && ++wrong <= 5)
       ADD_FAILURE() << what << ": pattern 0x" << std::hex << k << " gave " << got << ", want "
                     << want;

@@ -113,6 +113,29 @@ TEST_F(RepositoryTest, ReadsBatchingSettingsAndRejectsBadOnes) {
   EXPECT_THROW(ModelSpec::Load((root_ / "c").string()), Error);
 }
 
+TEST_F(RepositoryTest, KindAndHeadsOfClassifierFolders) {
+  AddModel("joint", "name: joint\n");
+  AddModel("dispatch",
+           "name: dispatch\nkind: classifier\nbusiness_lines: [city]\n"
+           "outputs: {department: department_logits, category: category_logits}\n");
+  AddModel("headless", "name: headless\nkind: classifier\n");
+  ModelRepository repo(Opts(), Loader(), nullptr);
+  std::vector<std::string> errors;
+  EXPECT_EQ(repo.Scan(&errors).size(), 2u);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("a classifier needs 'outputs'"), std::string::npos) << errors[0];
+  std::map<std::string, ModelStatus> by_name;
+  for (auto& m : repo.List()) by_name[m.name] = m;
+  EXPECT_EQ(by_name.at("joint").kind, "joint");
+  EXPECT_TRUE(by_name.at("joint").heads.empty());
+  EXPECT_EQ(by_name.at("dispatch").kind, "classifier");
+  EXPECT_EQ(by_name.at("dispatch").heads, (std::vector<std::string>{"department", "category"}));
+  repo.Acquire("dispatch");  // the loaded version's spec says the same
+  for (auto& m : repo.List())
+    if (m.name == "dispatch") EXPECT_EQ(m.heads.size(), 2u);
+  EXPECT_EQ(repo.ModelForBusinessLine("city"), "dispatch");
+}
+
 TEST_F(RepositoryTest, UnknownModelIsNotFoundAndOnDemandLoadingCanBeOff) {
   AddModel("a", "name: a\n");
   {
