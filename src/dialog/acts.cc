@@ -303,8 +303,9 @@ TurnActs ReadActs(const std::string& raw_text) {
         0, 1, "last", false);
     add("不是(.+?)" + sep + "(?:而|应该|其实|我说的)?是(.+)", 1, 2, "", true);
     // "是赤岗北路，不是赤岗路": the right value first.
-    // Group 1 is what comes before 是 ("车牌号是粤B12348不是粤B12347"): it may name the slot.
-    add("(.*?)是(.+?)" + sep + "(?:而)?不是(.+)", 3, 2, "", true);
+    // Group 1 is what comes before 是/叫 ("车牌号是粤B12348不是粤B12347", "我叫张伟，不叫张卫"):
+    // it may name the slot.
+    add("(.*?)(?:是|叫)(.+?)" + sep + "(?:而)?不(?:是|叫)(.+)", 3, 2, "", true);
     add("(.+?)(?:说错了|搞错了|弄错了|记错了|看错了|听错了|念错了|说错|错了)" + sep + "(?:应该|其实|我说的)?是(.+)", 1, 2,
         "", true);
     add("(?:不对|错了)" + sep + "(?:应该|其实)?是(.+)", 0, 1, "", true);

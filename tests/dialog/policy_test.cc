@@ -675,6 +675,10 @@ TEST(ActsTest, ReadsSeveralActsAndCorrectionsByRule) {
   ASSERT_EQ(a.corrections.size(), 1u);
   EXPECT_EQ(a.corrections[0].old_value, "赤岗路");
   EXPECT_EQ(a.corrections[0].new_value, "赤岗北路70号");
+  a = ReadActs("我叫张伟，不叫张卫");
+  ASSERT_EQ(a.corrections.size(), 1u);
+  EXPECT_EQ(a.corrections[0].old_value, "张卫");
+  EXPECT_EQ(a.corrections[0].new_value, "张伟");
   EXPECT_TRUE(ReadActs("算了没事了").cancel);
   EXPECT_TRUE(ReadActs("嗯嗯啊啊").noise);
   EXPECT_TRUE(ReadActs("。。。").noise);
@@ -731,6 +735,17 @@ TEST_F(RulesTest, CorrectionGoesToTheNamedPartAndIsReadBack) {
   EXPECT_NE(order->summary.find("市民来电反映：雁塔区电子三路99号停水问题。"), std::string::npos)
       << order->summary;
   EXPECT_NE(order->summary.find("请自来水公司核实处理。"), std::string::npos) << order->summary;
+}
+
+TEST_F(RulesTest, CorrectionsOfOtherSlotsAreNormalised) {
+  T("电梯坏了，我电话13912345678", U("elevator_fault", 0.9f, {{"phone", "13912345678", "13912345678"}}));
+  TurnReply r = T("电话说错了，是13912345679", U("deny", 0.8f));
+  EXPECT_EQ(Slot(r, "phone"), "13912345679");
+  EXPECT_EQ(r.corrected, std::vector<std::string>{"phone"});
+  r = T("时间改成昨天晚上十点", U("provide_info", 0.8f));
+  EXPECT_EQ(Slot(r, "time"), "昨天晚上十点");
+  for (const auto& f : r.slots)
+    if (f.type == "time") EXPECT_EQ(f.normalized, "2026-11-30T22:00:00+08:00");
 }
 
 TEST_F(RulesTest, ImplicitAgreementFilesTheOrderNeverAbandoned) {
@@ -966,7 +981,14 @@ nlu::Taxonomy NewerTaxonomy() {
   auto add = [&](const std::string& id, const std::string& dept, const std::string& kind,
                  const std::string& zh, std::vector<std::string> required) {
     if (t.FindIntent(id)) return;
-    t.intents.push_back({id, "city", dept, kind, zh, std::move(required)});
+    nlu::IntentInfo i;  // by field: the struct grows (category, co_depts)
+    i.id = id;
+    i.line = "city";
+    i.dept = dept;
+    i.kind = kind;
+    i.zh = zh;
+    i.required_slots = std::move(required);
+    t.intents.push_back(std::move(i));
   };
   t.business_lines.emplace("city", "城市管理");
   add("emergency_crime", "police", "dispatch", "正在发生的违法犯罪（转110）", {"address"});
