@@ -12,8 +12,8 @@ Lines: {"text", "label" (the department), "category" (optional "/"-joined path) 
 PRED.jsonl: one `hotline predict` / `hotline eval --predictions` line per test line, in order
 ({"department", "category", "top_k": [{"department", "score"}], ...}).
 
-Prints department top-1 / top-3 accuracy and category accuracy (over the test lines that carry a
-category) for each model, and how often the two agree on the department. Reads only the files
+Prints department top-1 / top-3 accuracy and category accuracy, whole path and its first level
+(over the test lines that carry a category), for each model, and how often the two agree on the department. Reads only the files
 named on the command line.
 """
 import argparse
@@ -107,8 +107,10 @@ def score(rows, preds):
     top3 = sum(r["label"] in p["top_k"][:3] for r, p in zip(rows, preds))
     cat = [(r, p) for r, p in zip(rows, preds) if r["category"]]
     cat_ok = sum(p["category"] == r["category"] for r, p in cat)
+    lvl1 = sum(p["category"].split("/")[0] == r["category"].split("/")[0] for r, p in cat)
     return {"n": n, "department_top1": top1 / n, "department_top3": top3 / n,
-            "category_n": len(cat), "category_accuracy": cat_ok / len(cat) if cat else None}
+            "category_n": len(cat), "category_accuracy": cat_ok / len(cat) if cat else None,
+            "category_level1": lvl1 / len(cat) if cat else None}
 
 
 def main():
@@ -150,12 +152,14 @@ def main():
         results.append((f"hotline ({a.hotline_predictions})", score(test, ours), None, None))
 
     print(f"train {len(train)} lines ({a.train}), test {len(test)} lines ({a.test})")
-    print(f"{'model':<40} {'dept top-1':>10} {'dept top-3':>10} {'category':>9} {'seconds':>8}")
+    print(f"{'model':<40} {'dept top-1':>10} {'dept top-3':>10} {'category':>9} {'level 1':>8} "
+          f"{'seconds':>8}")
     for name, s, fit, run in results:
         cat = "-" if s["category_accuracy"] is None else f"{s['category_accuracy']:.4f}"
+        lvl1 = "-" if s["category_level1"] is None else f"{s['category_level1']:.4f}"
         secs = "-" if run is None else f"{run + (fit or 0):.1f}"
         print(f"{name:<40} {s['department_top1']:>10.4f} {s['department_top3']:>10.4f} "
-              f"{cat:>9} {secs:>8}")
+              f"{cat:>9} {lvl1:>8} {secs:>8}")
     out = {"train": a.train, "test": a.test, "n_train": len(train),
            "rows": [{"model": n, **s} for n, s, _, _ in results]}
     if ours is not None:

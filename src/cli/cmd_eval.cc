@@ -9,10 +9,10 @@
 // --predictions FILE writes the predicted intent of every utterance, one per line.
 //
 // A classifier folder (model.yaml kind: classifier) is scored on JSON Lines with text, label (the
-// department) and optionally category: department top-1 and top-3 accuracy, category accuracy
+// department) and optionally category (or cat1..cat4): department top-1 and top-3 accuracy, category accuracy
 // (over the lines with one), per-department table and confusions. --json prints
 //   {"n", "department_accuracy", "department_top3_accuracy", "category_n", "category_accuracy",
-//    "per_department": {label: {n, correct, predicted, accuracy, precision}},
+//    "category_level1_accuracy", "per_department": {label: {n, correct, predicted, accuracy, precision}},
 //    "confusions": [{"gold", "predicted", "count"}], "seconds"}
 // and --predictions FILE writes `hotline predict`'s JSON line for every order.
 //
@@ -314,6 +314,7 @@ int EvalClassifier(const Options& o) {
             {"department_top3_accuracy", s.department_top3_accuracy()},
             {"category_n", s.category_n},
             {"category_accuracy", s.category_accuracy()},
+            {"category_level1_accuracy", s.category_level1_accuracy()},
             {"seconds", s.seconds},
             {"peak_rss_mb", OwnPeakRssMb()}};
   j["per_department"] = json::object();
@@ -336,9 +337,10 @@ int EvalClassifier(const Options& o) {
     std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
     return 0;
   }
-  std::printf("n=%d  department top-1 %.4f  top-3 %.4f  category %.4f (n=%d)  (%.1f s)\n\n", s.n,
-              s.department_accuracy(), s.department_top3_accuracy(), s.category_accuracy(),
-              s.category_n, s.seconds);
+  std::printf("n=%d  department top-1 %.4f  top-3 %.4f  category %.4f, level 1 %.4f (n=%d)"
+              "  (%.1f s)\n\n",
+              s.n, s.department_accuracy(), s.department_top3_accuracy(), s.category_accuracy(),
+              s.category_level1_accuracy(), s.category_n, s.seconds);
   std::printf("%6s %8s %9s  %s\n", "n", "accuracy", "precision", "department");
   for (const auto& [label, st] : j["per_department"].items())
     if (st["n"].get<int>() > 0)

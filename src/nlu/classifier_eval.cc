@@ -23,8 +23,17 @@ std::vector<ClassifierExample> ReadClassifierData(const std::string& path) {
       ClassifierExample e;
       e.text = j.at("text").get<std::string>();
       e.label = j.at("label").get<std::string>();
-      if (j.contains("category") && !j["category"].is_null())
+      if (j.contains("category") && !j["category"].is_null()) {
         e.category = j["category"].get<std::string>();
+      } else {  // cat1..cat4, "/"-joined, trailing empty levels dropped
+        std::vector<std::string> parts;
+        for (int k = 1; k <= 4; ++k) {
+          const std::string key = "cat" + std::to_string(k);
+          parts.push_back(j.contains(key) && !j[key].is_null() ? j[key].get<std::string>() : "");
+        }
+        while (!parts.empty() && parts.back().empty()) parts.pop_back();
+        for (size_t k = 0; k < parts.size(); ++k) e.category += (k ? "/" : "") + parts[k];
+      }
       out.push_back(std::move(e));
     } catch (const std::exception& ex) {
       throw Error(path + ":" + std::to_string(no) +
@@ -43,6 +52,9 @@ double ClassifierScores::department_accuracy() const { return Ratio(department_t
 double ClassifierScores::department_top3_accuracy() const { return Ratio(department_top3, n); }
 double ClassifierScores::category_accuracy() const {
   return Ratio(category_correct, category_n);
+}
+double ClassifierScores::category_level1_accuracy() const {
+  return Ratio(category_level1_correct, category_n);
 }
 
 ClassifierScores ScoreClassifier(Pipeline& pipeline, const std::vector<ClassifierExample>& data,
@@ -90,7 +102,10 @@ ClassifierScores ScoreClassifier(Pipeline& pipeline, const std::vector<Classifie
         throw Error("the data has categories but model '" + config.name +
                     "' has no head named 'category'");
       ++s.category_n;
-      s.category_correct += s.predictions[i].heads.at(cat).label == e.category;
+      const std::string& got = s.predictions[i].heads.at(cat).label;
+      s.category_correct += got == e.category;
+      s.category_level1_correct +=
+          got.substr(0, got.find('/')) == e.category.substr(0, e.category.find('/'));
     }
   }
   return s;

@@ -12,7 +12,8 @@
 
 namespace hotline::nlu {
 
-// One JSON line: {"text", "label" (the department), "category" (optional, the "/"-joined path)}.
+// One JSON line: {"text", "label" (the department), "category" (optional, the "/"-joined path,
+// or its levels as "cat1".."cat4")}.
 struct ClassifierExample {
   std::string text, label, category;  // category "" when the line has none
 };
@@ -22,6 +23,7 @@ std::vector<ClassifierExample> ReadClassifierData(const std::string& path);
 struct ClassifierScores {
   struct LabelStats { int n = 0, correct = 0, predicted = 0; };
   int n = 0, department_top1 = 0, department_top3 = 0, category_n = 0, category_correct = 0;
+  int category_level1_correct = 0;  // the path's first level right
   double seconds = 0;
   std::vector<Understanding> predictions;  // per example, input order
   std::map<std::string, LabelStats> per_department;
@@ -30,6 +32,7 @@ struct ClassifierScores {
   double department_accuracy() const;
   double department_top3_accuracy() const;
   double category_accuracy() const;  // over the examples with a category; 0 when none has one
+  double category_level1_accuracy() const;
 };
 
 // Runs the pipeline (a classifier with a "department" head; top-3 needs its top_k >= 3) over the

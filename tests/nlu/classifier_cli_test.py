@@ -99,6 +99,29 @@ def test_eval_reports_top1_top3_and_category(model, ref, tmp_path):
     with open(pred, encoding="utf-8") as f:
         preds = [json.loads(l) for l in f]
     assert len(preds) == e["n"] and all("department" in x for x in preds)
+    # Level 1 of the category path, counted here from the gold lines and the predictions.
+    with open(EVAL, encoding="utf-8") as f:
+        gold = [json.loads(l) for l in f]
+    lvl1 = [g["category"].split("/")[0] == p["category"].split("/")[0]
+            for g, p in zip(gold, preds) if "category" in g]
+    assert j["category_level1_accuracy"] == pytest.approx(sum(lvl1) / len(lvl1))
+    assert j["category_level1_accuracy"] >= j["category_accuracy"]
+    # The same data with the path as cat1..cat4 levels (as the orders carry it) scores the same.
+    levels = tmp_path / "levels.jsonl"
+    with open(levels, "w", encoding="utf-8") as f:
+        for g in gold:
+            row = {"text": g["text"], "label": g["label"]}
+            for k, part in enumerate(g.get("category", "").split("/") if "category" in g else []):
+                row[f"cat{k + 1}"] = part
+            if "category" in g:
+                row["cat4"] = row.get("cat4", "")  # an empty last level is dropped
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    p = run(["eval", "--model", model, "--data", str(levels), "--json"])
+    assert p.returncode == 0, p.stderr.decode()
+    j2 = json.loads(p.stdout)
+    for k in ("n", "department_accuracy", "category_n", "category_accuracy",
+              "category_level1_accuracy"):
+        assert j2[k] == j[k], k
     # The table form carries the same figures.
     p = run(["eval", "--model", model, "--data", EVAL])
     assert p.returncode == 0, p.stderr.decode()
