@@ -116,8 +116,12 @@ class LocalCall final : public Call {
   LocalCall(const Options& o, std::optional<std::chrono::system_clock::time_point> ref)
       : call_id_(o.call_id), ref_(ref) {
     namespace nlu = hotline::nlu;
+    const nlu::ModelConfig mc = nlu::ModelConfig::Load(o.model);
+    if (mc.kind != "joint")
+      throw Error("'" + o.model + "' is a " + mc.kind +
+                  " model; the dialog needs a joint (intent + slots) model such as models/default");
     nlu::PipelineOptions popts;
-    popts.precision = hotline::engine::ParsePrecision(nlu::ModelConfig::Load(o.model).precision);
+    popts.precision = hotline::engine::ParsePrecision(mc.precision);
     popts.backend = hotline::engine::ParseBackend(o.backend);
     pipeline_ = nlu::Pipeline::Open(o.model, popts);
     hotline::dialog::DialogConfig config = hotline::dialog::DialogConfig::Load(o.dialog_config);

@@ -139,6 +139,9 @@ def test_eval_bad_input(model, tmp_path):
     assert "bad.jsonl:2" in p.stderr.decode()
     p = run(["eval", "--model", model, "--data", EVAL, "--compare-precisions"])
     assert p.returncode == 1 and "is a classifier" in p.stderr.decode()
+    # The dialog runs on a joint model only.
+    p = run(["chat", "--model", model])
+    assert p.returncode == 1 and "the dialog needs a joint" in p.stderr.decode()
 
 
 def anchor(*args):
