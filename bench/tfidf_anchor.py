@@ -6,7 +6,7 @@ classifier on the same test lines.
     python bench/tfidf_anchor.py --train TRAIN.jsonl --test TEST.jsonl \\
         [--hotline build/hotline --model models/haikou]      # runs `hotline predict` in batch
         [--hotline-predictions PRED.jsonl]                   # or reads its JSON lines
-        [--json OUT.json]
+        [--json OUT.json] [--save-anchor A.jsonl | --anchor-predictions A.jsonl]
 
 Lines: {"text", "label" (the department), "category" (optional "/"-joined path) or cat1..cat4}.
 PRED.jsonl: one `hotline predict` / `hotline eval --predictions` line per test line, in order
@@ -123,6 +123,10 @@ def main():
     ap.add_argument("--C", type=float, default=1.0, help="the SVMs' regularisation")
     ap.add_argument("--min-df", type=int, default=1, help="n-grams seen in fewer lines are dropped")
     ap.add_argument("--json", help="also write the table as JSON here")
+    ap.add_argument("--save-anchor", help="write the anchor's predictions for --test here (JSONL)")
+    ap.add_argument("--anchor-predictions",
+                    help="read the anchor's predictions (--save-anchor of an earlier run on the "
+                         "same --test) instead of training it again")
     a = ap.parse_args()
     if bool(a.hotline) != bool(a.model):
         ap.error("--hotline and --model go together")
@@ -131,13 +135,26 @@ def main():
 
     train, test = read_rows(a.train), read_rows(a.test)
     texts = [r["text"] for r in test]
-    t0 = time.time()
-    anchor = Anchor(a.C, a.min_df).fit(train)
-    fit_s = time.time() - t0
-    t0 = time.time()
-    results = [("tfidf char1-3 + linear SVM", score(test, anchor.predict(texts)), fit_s,
-                time.time() - t0)]
-    anchor_dept = [p["department"] for p in anchor.predict(texts)]
+    if a.anchor_predictions:
+        with open(a.anchor_predictions, encoding="utf-8") as f:
+            anchor_preds = [json.loads(l) for l in f if l.strip()]
+        if len(anchor_preds) != len(test):
+            sys.exit(f"{a.anchor_predictions} has {len(anchor_preds)} predictions for {len(test)} "
+                     "test lines")
+        fit_s, run_s = None, None
+    else:
+        t0 = time.time()
+        anchor = Anchor(a.C, a.min_df).fit(train)
+        fit_s = time.time() - t0
+        t0 = time.time()
+        anchor_preds = anchor.predict(texts)
+        run_s = time.time() - t0
+    if a.save_anchor:
+        with open(a.save_anchor, "w", encoding="utf-8") as f:
+            for p in anchor_preds:
+                f.write(json.dumps(p, ensure_ascii=False) + "\n")
+    results = [("tfidf char1-3 + linear SVM", score(test, anchor_preds), fit_s, run_s)]
+    anchor_dept = [p["department"] for p in anchor_preds]
     ours = None
     if a.hotline:
         t0 = time.time()

@@ -167,9 +167,15 @@ def test_tfidf_anchor_side_by_side(model, ref, tmp_path):
                 f.write(json.dumps({"text": f"小区{w}好几天了", "label": dept, "cat1": dept,
                                     "cat2": "问题"}, ensure_ascii=False) + "\n")
     out_json = tmp_path / "a.json"
-    anchor("--train", str(train), "--test", str(test), "--json", str(out_json))
+    saved = tmp_path / "anchor.jsonl"
+    anchor("--train", str(train), "--test", str(test), "--json", str(out_json),
+           "--save-anchor", str(saved))
     a = json.loads(out_json.read_text(encoding="utf-8"))
     assert a["rows"][0]["department_top1"] == 1.0 and a["rows"][0]["category_accuracy"] == 1.0
+    # Its saved predictions score the same without training again.
+    anchor("--train", str(train), "--test", str(test), "--json", str(out_json),
+           "--anchor-predictions", str(saved))
+    assert json.loads(out_json.read_text(encoding="utf-8"))["rows"][0] == a["rows"][0]
 
     # Side by side with the C++ model on the fixture's eval set: the hotline row is `hotline
     # eval`'s figures, whether the bench runs `hotline predict` or reads its predictions.
