@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test run clean format
+.PHONY: all setup configure build test run clean format train
 
 all: build
 
@@ -23,6 +23,11 @@ test: build
 
 run: build
 	HOTLINE_PYTHON=$(PY) bash scripts/run.sh $(BUILD)/hotline
+
+# A city's own dispatcher from its labelled orders (training/city.py; README "Train your own").
+train: setup
+	@test -n "$(DATA)" || { echo "usage: make train DATA=orders.jsonl OUT=models/NAME [INIT=models/haikou]"; exit 2; }
+	$(PY) training/city.py --data "$(DATA)" --out "$(or $(OUT),models/city)" $(if $(INIT),--init "$(INIT)")
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h' '*.cu' '*.cuh')

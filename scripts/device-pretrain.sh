@@ -8,8 +8,9 @@
 #   there: PRETRAIN_S=420 JOBS="haikou" bash scripts/device-pretrain.sh
 #          (run tool: carry build-train/corpus/*.npz, vocab.txt, the caches, build-train/pretrain)
 # Env: PRETRAIN_S (seconds of pretraining, 0: none), MODEL ("6 256 4 1024": layers hidden heads
-#      ffn), JOBS (space-separated: haikou, joint, cais), JOINT_ARGS / HAIKOU_ARGS / CAIS_ARGS
-#      (extra arguments), JOB_S (seconds per fine-tuning job).
+#      ffn), JOBS (space-separated, run side by side: haikou*, joint*, cais*), JOINT_ARGS /
+#      HAIKOU_ARGS / CAIS_ARGS (extra arguments per kind), ARGS_<job> (per job), JOB_S
+#      (seconds per fine-tuning job), NO_WEIGHTS (jobs whose weights stay: metrics only).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -26,28 +27,39 @@ if [ "${PRETRAIN_S:-0}" != 0 ]; then
       --hidden "$H" --heads "$A" --ffn "$F" --time-budget "$PRETRAIN_S" \
       ${PRETRAIN_ARGS:-} 2>&1 | tee "$OUT/pretrain.log" | grep -E "step [0-9]*000 |saved|resumed|device"
 fi
+# Fine-tuning jobs run side by side (a small model leaves most of the GPU idle). A job name is
+# its kind plus an optional suffix (joint, joint2, ...); ARGS_<name> adds arguments to that job.
+pids=()
 for job in ${JOBS:-}; do
+  extra_var="ARGS_$job"
+  extra=${!extra_var:-}
   case $job in
-    haikou)
+    haikou*)
       python3 training/train_classifier.py --cache build-train/haikou.json.gz \
-          --init-encoder "$PRE" --out /tmp/runs/haikou --time-budget "${JOB_S:-150}" \
-          ${HAIKOU_ARGS:-} 2>&1 | tee "$OUT/haikou.log" | tail -5 ;;
-    joint)
-      python3 training/train.py --cache build-train/joint.json.gz --init-encoder "$PRE" \
-          --out /tmp/runs/joint --time-budget "${JOB_S:-150}" ${JOINT_ARGS:-} 2>&1 \
-          | tee "$OUT/joint.log" | tail -6 ;;
-    cais)
+          --init-encoder "$PRE" --out "/tmp/runs/$job" --time-budget "${JOB_S:-150}" \
+          ${HAIKOU_ARGS:-} $extra >"$OUT/$job.log" 2>&1 & ;;
+    joint*)
+      python3 training/train.py --cache build-train/joint/cache.json.gz --init-encoder "$PRE" \
+          --taxonomy build-train/joint/taxonomy.yaml --out "/tmp/runs/$job" \
+          --time-budget "${JOB_S:-150}" ${JOINT_ARGS:-} $extra >"$OUT/$job.log" 2>&1 & ;;
+    cais*)
       python3 training/train.py --cache build-train/cais/cache.json.gz --init-encoder "$PRE" \
-          --taxonomy build-train/cais/taxonomy.yaml --out /tmp/runs/cais \
-          --time-budget "${JOB_S:-150}" ${CAIS_ARGS:-} 2>&1 | tee "$OUT/cais.log" | tail -4 ;;
+          --taxonomy build-train/cais/taxonomy.yaml --out "/tmp/runs/$job" \
+          --time-budget "${JOB_S:-150}" ${CAIS_ARGS:-} $extra >"$OUT/$job.log" 2>&1 & ;;
     *) echo "unknown job $job"; exit 2 ;;
   esac
+  pids+=($!)
 done
+for p in "${pids[@]}"; do wait "$p" || echo "a job failed (pid $p)"; done
+for job in ${JOBS:-}; do echo "== $job"; grep -E "best epoch|challenge|calibration|test:|epoch [0-9]+:" "$OUT/$job.log" | tail -4; done
 # FP16 copies of the weights (half the bytes; what the model folders store anyway).
 mkdir -p /tmp/ret
-python3 training/fp16_run.py "$PRE" /tmp/ret/pretrain || echo "pretrain weights not returned"
+[ "${PRETRAIN_S:-0}" != 0 ] && { python3 training/fp16_run.py "$PRE" /tmp/ret/pretrain ||
+  echo "pretrain weights not returned"; }
 for d in /tmp/runs/*/; do
-  [ -f "$d/config.json" ] && python3 training/fp16_run.py "$d" "/tmp/ret/$(basename "$d")"
+  n=$(basename "$d")
+  case " ${NO_WEIGHTS:-} " in *" $n "*) mkdir -p "/tmp/ret/$n"; cp "$d"/*.json "/tmp/ret/$n/"; continue ;; esac
+  [ -f "$d/config.json" ] && python3 training/fp16_run.py "$d" "/tmp/ret/$n"
 done
 tar -C /tmp -czf /tmp/ret.tar.gz ret
 split -b 15M -d /tmp/ret.tar.gz "$OUT/ret.tar.gz."

@@ -101,6 +101,9 @@ def encode_splits(data_dir, vocab, tax, max_length, max_lines=None, extra_train=
             out["splits"][split] = [{"ids": enc.tokenize(r["text"])[0]} for r in rows]
         else:
             out["splits"][split] = [enc.encode(r) for r in rows]
+            if split == "train":  # training reads ids, tags and intent only: a smaller cache
+                out["splits"][split] = [{k: ex[k] for k in ("ids", "tags", "intent")}
+                                        for ex in out["splits"][split]]
         log(f"encoded {split}: {len(rows)} lines")
     out["asr"] = asr_tables(vocab)
     return out
@@ -121,8 +124,9 @@ def load_data(args, tax):
             log(f"wrote {args.cache}")
     for split in ("train", "dev", "test", "challenge"):
         for ex in data["splits"].get(split, []):
-            ex["offsets"] = [tuple(o) for o in ex["offsets"]]
-            ex["spans"] = [tuple(s) for s in ex["spans"]]
+            if "offsets" in ex:
+                ex["offsets"] = [tuple(o) for o in ex["offsets"]]
+                ex["spans"] = [tuple(s) for s in ex["spans"]]
     return data
 
 
@@ -666,6 +670,9 @@ def main(argv=None):
                   for k, v in calib.items() if isinstance(v, dict) and "ece" in v))
     cfg = run_config(model, data, tax, args, argv, device, best_epoch, len(history))
     cfg["calibration"] = {"temperature": temp, "handoff_threshold": calib["handoff"]["threshold"]}
+    if args.init_encoder:
+        cfg["pretrain"] = {k: icfg.get(k) for k in ("step", "seen_tokens")}
+        cfg["pretrain"]["sources"] = (icfg.get("pretrain") or {}).get("sources")
     result = {"dev": dev_m, "test": test_m, "challenge": chal_m, "history": history,
               "calibration": calib,
               "train_seconds": round(time.time() - t_start, 1), "n_train": len(train),
