@@ -1,7 +1,7 @@
 // hotline predict --model DIR [--text T ...] [--precision P] [--backend B] [--batch N] [--top-k K]
 // Text lines, or JSON lines with "text" (and optionally "reference_time": ISO-8601), on stdin, or
 // the --text values; one JSON line per input on stdout (nlu/json_io.h):
-//   {"intent", "confidence", "department", "business_line",
+//   {"intent", "confidence", "department", "business_line", "category", "category_name",
 //    "slots": [{"type", "start", "end", "value", "normalized", "valid"}],
 //    "top_k": [{"intent", "probability"}], "truncated", "num_tokens"}
 // or, for a classifier folder (kind: classifier; --top-k default: model.yaml's top_k, 5):

@@ -71,6 +71,7 @@ struct CallSummary {
   // dispatch (a work order created or joined) | transfer (emergency) | human | answer | abandoned
   std::string outcome;
   std::string intent, department;  // the main issue's (its first work order, else first served)
+  std::string category, category_name;  // the main intent's taxonomy category ("" when none)
   std::vector<SlotFill> slots;     // the main issue's
   std::string work_order_id;       // the main issue's order
   int turns = 0;

@@ -1389,6 +1389,10 @@ CallSummary Policy::Summarize(const Session& s) const {
       }
     }
   }
+  if (const auto* info = taxonomy_.FindIntent(c.intent)) {
+    c.category = info->category;
+    c.category_name = taxonomy_.CategoryName(info->category);
+  }
   c.issues = std::move(all);
   return c;
 }

@@ -47,6 +47,8 @@ void ToProto(const nlu::Understanding& u, hotline::v1::Understanding* out) {
   }
   out->set_department(u.department);
   out->set_business_line(u.business_line);
+  out->set_category(u.category);
+  out->set_category_name(u.category_name);
   out->set_truncated(u.truncated);
   out->set_num_tokens(u.num_tokens);
   for (const auto& h : u.heads) {
@@ -129,6 +131,8 @@ void ToProto(const dialog::CallSummary& s, hotline::v1::EndCallResponse* out) {
   out->set_outcome(s.outcome);
   out->set_intent(s.intent);
   out->set_department(s.department);
+  out->set_category(s.category);
+  out->set_category_name(s.category_name);
   AddSlots(s.slots, out->mutable_slots());
   out->set_work_order_id(s.work_order_id);
   out->set_turns(s.turns);

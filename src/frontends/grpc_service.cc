@@ -245,6 +245,26 @@ std::string SlotsJson(const nlu::Understanding& u) {
 
 namespace {
 
+// A joint model's outputs: intent, confidence, slots by default; department, category and
+// category_name (taxonomy ids and the category's name) when requested.
+bool IsJointOutput(const std::string& name) {
+  return name == "intent" || name == "confidence" || name == "slots" || name == "department" ||
+         name == "category" || name == "category_name";
+}
+
+// A joint model's BYTES output for one text.
+std::string JointBytes(const std::string& name, const nlu::Understanding& u) {
+  if (name == "intent") return u.intent;
+  if (name == "department") return u.department;
+  if (name == "category") return u.category;
+  if (name == "category_name") return u.category_name;
+  return SlotsJson(u);
+}
+
+}  // namespace
+
+namespace {
+
 // A classifier model's KServe outputs: per head, <head> (BYTES, the label) and <head>_score
 // (FP32); all of them when the request names none.
 grpc::Status ClassifierOutputs(const serving::UnderstandReply& r, const std::vector<int64_t>& shape,
@@ -367,6 +387,9 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelMetadata(
       add(resp->mutable_outputs(), "intent", "BYTES");
       add(resp->mutable_outputs(), "confidence", "FP32");
       add(resp->mutable_outputs(), "slots", "BYTES");
+      add(resp->mutable_outputs(), "department", "BYTES");
+      add(resp->mutable_outputs(), "category", "BYTES");
+      add(resp->mutable_outputs(), "category_name", "BYTES");
       return FinishNow(ctx, grpc::Status::OK);
     }
     return FinishNow(
@@ -428,10 +451,11 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerCont
       return;
     }
     for (const std::string& name : wanted) {
-      if (r.status.ok() && name != "intent" && name != "confidence" && name != "slots") {
+      if (r.status.ok() && !IsJointOutput(name)) {
         reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                      "unknown output \"" + name +
-                                         "\"; outputs are intent, confidence, slots"));
+                                         "\"; outputs are intent, confidence, slots, department, "
+                                         "category, category_name"));
         return;
       }
     }
@@ -454,7 +478,7 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerCont
         } else {
           out->set_datatype("BYTES");
           std::vector<std::string> el;
-          for (const auto& u : r.results) el.push_back(name == "intent" ? u.intent : SlotsJson(u));
+          for (const auto& u : r.results) el.push_back(JointBytes(name, u));
           resp->add_raw_output_contents(EncodeBytesTensor(el));
         }
       }

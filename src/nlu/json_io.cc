@@ -43,6 +43,8 @@ nlohmann::json ToJson(const Understanding& u) {
           {"confidence", u.confidence},
           {"department", u.department},
           {"business_line", u.business_line},
+          {"category", u.category},
+          {"category_name", u.category_name},
           {"slots", std::move(slots)},
           {"top_k", std::move(top)},
           {"truncated", u.truncated},

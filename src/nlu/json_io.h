@@ -10,7 +10,7 @@
 
 namespace hotline::nlu {
 
-// {"intent", "confidence", "department", "business_line",
+// {"intent", "confidence", "department", "business_line", "category", "category_name",
 //  "slots": [{"type", "start", "end", "value", "normalized", "valid"}],
 //  "top_k": [{"intent", "probability"}], "truncated", "num_tokens"}
 // A classifier's answer (Understanding::heads, e.g. heads department and category):

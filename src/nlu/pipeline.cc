@@ -306,6 +306,8 @@ class PipelineImpl : public Pipeline {
     if (const IntentInfo* info = taxonomy_.FindIntent(intent)) {
       u->department = info->dept;
       u->business_line = info->line;
+      u->category = info->category;
+      u->category_name = taxonomy_.CategoryName(info->category);
     }
   }
 

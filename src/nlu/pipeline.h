@@ -47,6 +47,8 @@ struct Understanding {
   std::vector<Slot> slots;
   std::string department;     // taxonomy department id
   std::string business_line;  // taxonomy business line id
+  std::string category;       // taxonomy category id ("" when the taxonomy has no categories)
+  std::string category_name;  // its name, e.g. 城市管理
   bool truncated = false;     // the text was longer than the model takes
   int num_tokens = 0;         // including [CLS] and [SEP]
   // Classifier models (kind: classifier): one per head in model.yaml's order; intent and slots

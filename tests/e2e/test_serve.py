@@ -11,8 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
+import yaml
 
-from conftest import ADMIN_TOKEN, ServerProcess, make_repo, metric_value
+from conftest import ADMIN_TOKEN, FIXTURE_MODEL, ServerProcess, make_repo, metric_value
 
 
 def call(stubs, target, text="", model="", timeout=30, **kw):
@@ -20,6 +21,17 @@ def call(stubs, target, text="", model="", timeout=30, **kw):
         stub = stubs.rpc.HotlineStub(ch)
         return stub.Understand(stubs.pb.UnderstandRequest(text=text, model=model, **kw),
                                timeout=timeout)
+
+
+def bytes_tensor(raw):
+    """The strings of a KServe BYTES tensor (4-byte little-endian length before each)."""
+    import struct
+    out, i = [], 0
+    while i < len(raw):
+        n = struct.unpack_from("<I", raw, i)[0]
+        out.append(raw[i + 4:i + 4 + n].decode())
+        i += 4 + n
+    return out
 
 
 def code_of(fn):
@@ -90,12 +102,21 @@ def test_batch_call_and_http_mirror(stubs, server, reference):
         r = stubs.rpc.HotlineStub(ch).UnderstandBatch(
             stubs.pb.UnderstandBatchRequest(texts=texts), timeout=30)
     assert [u.intent for u in r.results] == [x["intent"] for x in reference[:5]]
+    # Category id and name beside intent and department, as the model's taxonomy file says.
+    tax = yaml.safe_load((FIXTURE_MODEL / "taxonomy.yaml").read_text(encoding="utf-8"))
+    info = {i["id"]: i for i in tax["intents"]}
+    for u in r.results:
+        assert u.department == info[u.intent]["dept"]
+        assert u.category == info[u.intent]["category"]
+        assert u.category_name == tax["categories"][u.category]
     assert r.serving.model_name == "tiny"
     status, body = server.http("/v1/understand", json.dumps({"text": texts[0]}).encode(),
                                {"Content-Type": "application/json"})
     assert status == 200, body
     j = json.loads(body)
     assert j["result"]["intent"] == reference[0]["intent"]
+    assert j["result"]["category"] == info[reference[0]["intent"]]["category"]
+    assert j["result"]["category_name"] == tax["categories"][j["result"]["category"]]
     assert j["serving"]["model_name"] == "tiny"
 
 
@@ -199,6 +220,16 @@ def test_kserve_v2_with_generated_stubs(stubs, server, reference):
         req = stubs.kserve_pb.ModelInferRequest(model_name="tiny", raw_input_contents=[raw])
         req.inputs.add(name="text", datatype="BYTES", shape=[3])
         r = k.ModelInfer(req, timeout=30)
+        for name in ("intent", "department", "category", "category_name"):
+            req.outputs.add(name=name)
+        named = k.ModelInfer(req, timeout=30)
+    tax = yaml.safe_load((FIXTURE_MODEL / "taxonomy.yaml").read_text(encoding="utf-8"))
+    info = {i["id"]: i for i in tax["intents"]}
+    cols = {o.name: bytes_tensor(c) for o, c in zip(named.outputs, named.raw_output_contents)}
+    assert cols["intent"] == [x["intent"] for x in reference[:3]]
+    assert cols["department"] == [info[x["intent"]]["dept"] for x in reference[:3]]
+    assert cols["category"] == [info[x["intent"]]["category"] for x in reference[:3]]
+    assert cols["category_name"] == [tax["categories"][c] for c in cols["category"]]
     names = [o.name for o in r.outputs]
     out = r.raw_output_contents[names.index("intent")]
     intents, i = [], 0

@@ -80,6 +80,8 @@ TEST_F(FrontendsTest, GrpcUnderstandAndBatch) {
   grpc::Status s = stub->Understand(&ctx, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.result().intent(), FakeIntent("我家楼下装修太吵了"));
+  EXPECT_EQ(resp.result().category(), "c9");
+  EXPECT_EQ(resp.result().category_name(), "类9");
   EXPECT_EQ(resp.request_id(), "r1");
   EXPECT_EQ(resp.serving().model_name(), "general");
   EXPECT_EQ(resp.serving().model_version(), "2");
@@ -155,7 +157,9 @@ TEST_F(FrontendsTest, KServeInferWithRawBytes) {
     inference::ModelMetadataResponse resp;
     ASSERT_TRUE(stub->ModelMetadata(&ctx, req, &resp).ok());
     EXPECT_EQ(resp.inputs(0).name(), "text");
-    EXPECT_EQ(resp.outputs_size(), 3);
+    ASSERT_EQ(resp.outputs_size(), 6);
+    EXPECT_EQ(resp.outputs(4).name(), "category");
+    EXPECT_EQ(resp.outputs(5).name(), "category_name");
   }
   grpc::ClientContext ctx;
   inference::ModelInferRequest req;
@@ -179,6 +183,25 @@ TEST_F(FrontendsTest, KServeInferWithRawBytes) {
   std::memcpy(conf, resp.raw_output_contents(1).data(), sizeof conf);
   EXPECT_FLOAT_EQ(conf[0], 0.5f);
   EXPECT_EQ(DecodeBytesTensor(resp.raw_output_contents(2))[0], "[]");
+
+  // Department and category on request, beside the default three.
+  {
+    grpc::ClientContext ctx3;
+    inference::ModelInferRequest creq = req;
+    for (const char* name : {"intent", "category", "category_name"}) creq.add_outputs()->set_name(name);
+    inference::ModelInferResponse cresp;
+    ASSERT_TRUE(stub->ModelInfer(&ctx3, creq, &cresp).ok());
+    ASSERT_EQ(cresp.outputs_size(), 3);
+    EXPECT_EQ(cresp.outputs(1).name(), "category");
+    EXPECT_EQ(DecodeBytesTensor(cresp.raw_output_contents(1)),
+              (std::vector<std::string>{"c4", "c2"}));
+    EXPECT_EQ(DecodeBytesTensor(cresp.raw_output_contents(2)),
+              (std::vector<std::string>{"类4", "类2"}));
+    grpc::ClientContext ctx4;
+    creq.add_outputs()->set_name("colour");
+    EXPECT_EQ(stub->ModelInfer(&ctx4, creq, &cresp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
 
   grpc::ClientContext ctx2;
   req.mutable_raw_input_contents(0)->resize(5);  // truncated element

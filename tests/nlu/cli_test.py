@@ -6,10 +6,14 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 HOTLINE = os.environ.get("HOTLINE_BIN", "hotline")
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "nlu")
+with open(os.path.join(FIXTURES, "tiny_model", "taxonomy.yaml"), encoding="utf-8") as _f:
+    _doc = yaml.safe_load(_f)
+TAXONOMY = {"intents": {i["id"]: i for i in _doc["intents"]}, "categories": _doc["categories"]}
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +49,11 @@ def test_predict_lines_and_json(model, reference):
             assert r["text"][s["start"]:s["end"]] == s["value"]
             assert "normalized" in s
         assert o["department"] and o["business_line"] and len(o["top_k"]) == 3
+        # The category and its name, as the fixture's taxonomy file says (read here with PyYAML).
+        info = TAXONOMY["intents"][r["intent"]]
+        assert o["department"] == info["dept"]
+        assert o["category"] == info["category"]
+        assert o["category_name"] == TAXONOMY["categories"][info["category"]]
         assert o["truncated"] is False
     # The plan was built once and cached in the model folder.
     assert any(f.endswith(".plan") for f in os.listdir(os.path.join(model, "cache")))

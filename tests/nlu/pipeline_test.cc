@@ -119,6 +119,10 @@ TEST(Pipeline, NormalisersFillSlots) {
   EXPECT_TRUE(u.slots[0].valid);
   const auto j = ToJson(u);
   EXPECT_EQ(j["department"], "transport");
+  // The fixture's taxonomy is the current one (125 intents) under a 55-intent model.
+  EXPECT_EQ(u.category, "transport");
+  EXPECT_EQ(j["category"], "transport");
+  EXPECT_EQ(j["category_name"], "交通运输");
   EXPECT_EQ(j["slots"][0]["start"], 2);
 }
 

@@ -43,6 +43,8 @@ class FakeModel : public ServableModel {
       u.confidence = 0.5f;
       u.department = std::to_string(
           std::chrono::duration_cast<std::chrono::seconds>(reference.time_since_epoch()).count());
+      u.category = "c" + std::to_string(CountCodePoints(t));  // c<code points>
+      u.category_name = "类" + std::to_string(CountCodePoints(t));
       out.push_back(u);
     }
     return out;
