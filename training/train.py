@@ -102,7 +102,7 @@ def encode_splits(data_dir, vocab, tax, max_length, max_lines=None, extra_train=
         else:
             out["splits"][split] = [enc.encode(r) for r in rows]
             if split == "train":  # training reads ids, tags and intent only: a smaller cache
-                out["splits"][split] = [{k: ex[k] for k in ("ids", "tags", "intent")}
+                out["splits"][split] = [{k: ex[k] for k in ("ids", "tags", "intent", "spans")}
                                         for ex in out["splits"][split]]
         log(f"encoded {split}: {len(rows)} lines")
     out["asr"] = asr_tables(vocab)
@@ -126,6 +126,7 @@ def load_data(args, tax):
         for ex in data["splits"].get(split, []):
             if "offsets" in ex:
                 ex["offsets"] = [tuple(o) for o in ex["offsets"]]
+            if "spans" in ex:
                 ex["spans"] = [tuple(s) for s in ex["spans"]]
     return data
 
