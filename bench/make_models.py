@@ -3,7 +3,7 @@
 
     ~/.cache/hotline/venv/bin/python bench/make_models.py [--sizes small base] [--opsets 14 17]
 
-The module is plain PyTorch (no `transformers`), the same as ../shared/peers/cpu/bert_joint.py, so
+The module is plain PyTorch (no `transformers`), the same as the CPU peer model, so
 that the peers and Hotline time the same graph. Writes into bench/models/ (git-ignored):
   <size>_op<opset>.onnx   inputs input_ids/attention_mask/token_type_ids int64 [batch, seq];
                           outputs intent_logits [batch, 64], slot_logits [batch, seq, 41]

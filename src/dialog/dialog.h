@@ -1,7 +1,7 @@
 // The call itself: a dialog session per call id, a policy that turns (NLU result, session state)
 // into a reply and an action, answers from a knowledge base, work orders and hand-off.
 // Transport-agnostic: the gRPC/HTTP frontends and `hotline chat` drive it through DialogManager.
-// The contract is /work/notes/s2/dialog-contract.md; changes are additive only.
+// Changes to this contract are additive only.
 #pragma once
 
 #include <chrono>

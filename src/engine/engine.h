@@ -52,7 +52,7 @@ struct BuildOptions {
   std::vector<int> devices;   // CUDA, BuildFromOnnx: contexts dealt out over these GPUs ({device})
   int threads = 0;            // CPU threads (0 = all cores)
 
-  // ---- INT8 (precision kINT8; see quant.h and /work/notes/s2/int8-api.md) ----
+  // ---- INT8 (precision kINT8; see quant.h) ----
   // Where the activation ranges come from, first match wins: calib_table (e.g. imported from a
   // QDQ model), then calib_cache when the file exists (refused when made for another model or
   // method), then calibration over calib_sequences plus the "text" lines of calib_file tokenised
