@@ -4,7 +4,7 @@
 #   tests   cuda_kernels_test, cuda_encoder_test, cuda_encoder_quant_test, cuda_backend_test,
 #           cuda_backend_quant_test, cuda_fp8_per_tensor_test
 #   bench   hotline_cuda_bench (the encoder runner alone)
-#   peers   the PyTorch peers, same run (../shared/peers/gpu/bench_peers.py)
+#   peers   the PyTorch peers, same run (bench_peers.py from the shared peers folder, $HOTLINE_SHARED)
 #   model   a BERT-base-sized model folder made there (bench/cuda/make_serve_model.py: the default
 #           model's vocabulary and labels, random weights), in the background from the start
 #   s2      `hotline serve` with backend cuda, precision fp16 on that model (the pipeline builds
@@ -57,12 +57,12 @@ if [ "${1:-}" = "--pack" ]; then
            "$build/bench/hotline_batcher_bench"; do
     cp "$b" "$strip_dir/" && strip --strip-unneeded "$strip_dir/$(basename "$b")" || exit 1
   done
-  /work/shared/tools/device-bundle "$BUNDLE_DIR/cuda.tar.xz" "$strip_dir"/* || exit 1
+  "${HOTLINE_SHARED:?set HOTLINE_SHARED to the shared tools folder}"/tools/device-bundle "$BUNDLE_DIR/cuda.tar.xz" "$strip_dir"/* || exit 1
   tar -C "$re" -xJf "$BUNDLE_DIR/cuda.tar.xz" &&
     tar -C "$re" -cf - . | xz -9 -T1 >"$BUNDLE_DIR/cuda.tar.xz.new" &&
     mv "$BUNDLE_DIR/cuda.tar.xz.new" "$BUNDLE_DIR/cuda.tar.xz" || exit 1
   rm -rf "$strip_dir" "$re"
-  cp /work/shared/peers/gpu/bench_peers.py "$BUNDLE_DIR/peers/"
+  cp "${HOTLINE_SHARED:?set HOTLINE_SHARED}"/peers/gpu/bench_peers.py "$BUNDLE_DIR/peers/"
   ls -la "$BUNDLE_DIR"
   exit 0
 fi

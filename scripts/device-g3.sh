@@ -8,7 +8,7 @@
 #           profile by graph replays
 #   a2      the default model's FP8 plan with the defaults and with FP8_ALT_FLAGS, against
 #           ONNX Runtime FP32 on the 1,760 test utterances (PERFORMANCE.md A2: >= 99.5% same intent)
-#   peers   (--peers) the PyTorch peers in the same call (../shared/peers/gpu/bench_peers.py)
+#   peers   (--peers) the PyTorch peers in the same call (bench_peers.py from the shared peers folder, $HOTLINE_SHARED)
 # and prints a short table last. Files under $OUT: g3.json (bench), logs.txt, a2_*.json,
 # peers_results.json.
 #

@@ -1,6 +1,6 @@
 // INT8 quantisation: calibration (KL / percentile / min-max), calibration tables and caches,
 // the list of quantisable GEMMs of a model, per-GEMM sensitivity, and the int8 weight helpers the
-// backends share. See /work/notes/s2/int8-api.md for the contract in prose.
+// backends share.
 //
 // Scheme (symmetric everywhere, no zero points):
 //   activations  per tensor: q = clamp(round(x * 127 / amax), -127, 127), s8. `amax` comes from a
