@@ -44,7 +44,6 @@ def split_rows(rows, dev_frac, test_frac):
 
 
 def report(out, train, test, metrics, anchor):
-    import numpy as np
     pred = metrics["predictions"]
     lines = ["# Training report", "",
              f"Orders: {len(train)} train, {metrics['n_dev']} dev, {len(test)} test "
@@ -70,7 +69,6 @@ def report(out, train, test, metrics, anchor):
         lines.append(f"| {g} | {p} | {n} |")
     with open(os.path.join(out, "REPORT.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
-    del np
 
 
 def main(argv=None):

@@ -131,7 +131,7 @@ def logits_of(model, seqs, pad, device, bs=128):
     return [np.stack([o[h] for o in outs]) for h in range(len(model.head_names))]
 
 
-def scores(logits, gold, names, t=1.0):
+def scores(logits, gold, t=1.0):
     ok = gold >= 0
     p = softmax(logits[ok], t)
     g = gold[ok]
@@ -336,7 +336,7 @@ def main(argv=None):
             if step >= total:
                 break
         dl = logits_of(model, enc["dev"], pad, device)
-        m = scores(dl[0], gold["dev"][0], departments)
+        m = scores(dl[0], gold["dev"][0])
         history.append({"epoch": epoch, "dev_department_top1": m["top1"],
                         "seconds": round(time.time() - t0, 1)})
         log(f"epoch {epoch}: loss {loss.item():.3f} dev department top-1 {m['top1']:.4f} "
@@ -358,8 +358,8 @@ def main(argv=None):
         lg = logits_of(model, enc[s], pad, device)
         res = {}
         for h, name in enumerate(model.head_names):
-            raw = scores(lg[h], gold[s][h], None)
-            cal = scores(lg[h], gold[s][h], None, temps[name])
+            raw = scores(lg[h], gold[s][h])
+            cal = scores(lg[h], gold[s][h], temps[name])
             res[name] = dict(raw, ece_calibrated=cal["ece"])
         if "category" in heads:  # top-level category through the predicted path
             pred = lg[1].argmax(1)
