@@ -1,5 +1,7 @@
 #include "frontends/dialog_service.h"
 
+#include "frontends/security.h"
+
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -35,6 +37,13 @@ DialogMetrics::DialogMetrics(serving::MetricsRegistry& r)
   handoffs.WithLabels({});
   slots_reasked.WithLabels({});
   turn_seconds.WithLabels({});
+}
+
+void AuditConverse(Security* security, const std::string& client, const char* transport,
+                   const ConverseResult& r) {
+  if (!security || !r.status.ok() || r.reply.work_order_id.empty()) return;
+  security->Audit(client, transport, r.reply.merged ? "join" : "create", r.reply.work_order_id,
+                  Code::kOk);
 }
 
 bool ValidCallId(const std::string& id) {

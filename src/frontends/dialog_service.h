@@ -82,6 +82,11 @@ class DialogService {
   virtual void Shutdown() = 0;
 };
 
+class Security;
+// Writes the audit line of a turn that created or joined a work order (nothing otherwise).
+void AuditConverse(Security* security, const std::string& client, const char* transport,
+                   const ConverseResult& r);
+
 // True for 1..128 bytes of [A-Za-z0-9_.:-] (the dialog's call-id rule, checked before the NLU
 // runs so a malformed id costs no model time). Work-order ids use the same rule.
 bool ValidCallId(const std::string& id);

@@ -84,9 +84,30 @@ grpc::Status NoDialog() {
 
 }  // namespace
 
+AuthDecision Authorize(Security* security, const grpc::ServerContextBase* ctx, Role need) {
+  if (!security || !security->auth_enabled()) return {Status(), "anonymous"};
+  const auto& md = ctx->client_metadata();
+  std::string_view credential;
+  auto it = md.find("authorization");
+  if (it == md.end()) it = md.find("x-api-key");
+  if (it != md.end()) credential = std::string_view(it->second.data(), it->second.size());
+  return security->Check(credential, need);
+}
+
+// Null when the client holds `need` (its name goes to *client); else the refused call's reactor.
+static grpc::ServerUnaryReactor* Refused(Security* security, grpc::CallbackServerContext* ctx,
+                                         Role need, std::string* client) {
+  AuthDecision auth = Authorize(security, ctx, need);
+  if (!auth.status.ok()) return FinishNow(ctx, ToGrpc(auth.status));
+  *client = std::move(auth.client);
+  return nullptr;
+}
+
 grpc::ServerUnaryReactor* HotlineGrpcService::Understand(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* req,
                                                          grpc::ByteBuffer* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
   return UnderstandRaw<hotline::v1::UnderstandRequest, hotline::v1::UnderstandResponse>(
       service_, ctx, req, resp,
       [](const serving::UnderstandReply& r, hotline::v1::UnderstandResponse* out) {
@@ -97,6 +118,8 @@ grpc::ServerUnaryReactor* HotlineGrpcService::Understand(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* HotlineGrpcService::UnderstandBatch(grpc::CallbackServerContext* ctx,
                                                               const grpc::ByteBuffer* req,
                                                               grpc::ByteBuffer* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
   return UnderstandRaw<hotline::v1::UnderstandBatchRequest, hotline::v1::UnderstandBatchResponse>(
       service_, ctx, req, resp,
       [](const serving::UnderstandReply& r, hotline::v1::UnderstandBatchResponse* out) {
@@ -107,6 +130,8 @@ grpc::ServerUnaryReactor* HotlineGrpcService::UnderstandBatch(grpc::CallbackServ
 grpc::ServerUnaryReactor* HotlineGrpcService::ListModels(grpc::CallbackServerContext* ctx,
                                                          const hotline::v1::ListModelsRequest*,
                                                          hotline::v1::ListModelsResponse* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
   try {
     for (const auto& m : service_->ListModels()) ToProto(m, resp->add_models());
     return FinishNow(ctx, grpc::Status::OK);
@@ -118,6 +143,8 @@ grpc::ServerUnaryReactor* HotlineGrpcService::ListModels(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* HotlineGrpcService::LoadModel(grpc::CallbackServerContext* ctx,
                                                         const hotline::v1::LoadModelRequest* req,
                                                         hotline::v1::LoadModelResponse* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kAdmin, &client)) return denied;
   Status s = service_->LoadModel(req->admin_token(), req->name(), req->version());
   if (s.ok()) {
     for (const auto& m : service_->ListModels()) {
@@ -130,12 +157,16 @@ grpc::ServerUnaryReactor* HotlineGrpcService::LoadModel(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* HotlineGrpcService::UnloadModel(
     grpc::CallbackServerContext* ctx, const hotline::v1::UnloadModelRequest* req,
     hotline::v1::UnloadModelResponse*) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kAdmin, &client)) return denied;
   return FinishNow(ctx, ToGrpc(service_->UnloadModel(req->admin_token(), req->name())));
 }
 
 grpc::ServerUnaryReactor* HotlineGrpcService::Converse(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* raw_req,
                                                        grpc::ByteBuffer* raw_resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kConverse, &client)) return denied;
   if (!dialog_) return FinishNow(ctx, NoDialog());
   hotline::v1::ConverseRequest req;
   grpc::ServerUnaryReactor* refused = nullptr;
@@ -144,7 +175,8 @@ grpc::ServerUnaryReactor* HotlineGrpcService::Converse(grpc::CallbackServerConte
   ConverseCall call = FromProto(req);
   call.deadline = SteadyDeadline(ctx->deadline());
   call.cancelled = [ctx] { return ctx->IsCancelled(); };
-  dialog_->Converse(std::move(call), [reactor, raw_resp](ConverseResult r) {
+  dialog_->Converse(std::move(call), [this, reactor, raw_resp, client](ConverseResult r) {
+    AuditConverse(security_, client, "grpc", r);
     if (r.status.ok()) {
       hotline::v1::ConverseResponse resp;
       ToProto(r, &resp);
@@ -158,6 +190,8 @@ grpc::ServerUnaryReactor* HotlineGrpcService::Converse(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* HotlineGrpcService::EndCall(grpc::CallbackServerContext* ctx,
                                                       const grpc::ByteBuffer* raw_req,
                                                       grpc::ByteBuffer* raw_resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kConverse, &client)) return denied;
   if (!dialog_) return FinishNow(ctx, NoDialog());
   hotline::v1::EndCallRequest req;
   grpc::ServerUnaryReactor* refused = nullptr;
@@ -177,12 +211,16 @@ grpc::ServerUnaryReactor* HotlineGrpcService::EndCall(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* HotlineGrpcService::GetWorkOrder(grpc::CallbackServerContext* ctx,
                                                            const grpc::ByteBuffer* raw_req,
                                                            grpc::ByteBuffer* raw_resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kReadOrders, &client)) return denied;
   if (!dialog_) return FinishNow(ctx, NoDialog());
   hotline::v1::GetWorkOrderRequest req;
   grpc::ServerUnaryReactor* refused = nullptr;
   if (!ParseOrRefuse(ctx, raw_req, &req, &refused)) return refused;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  dialog_->GetWorkOrder(req.id(), [reactor, raw_resp](Status s, dialog::WorkOrder order) {
+  dialog_->GetWorkOrder(req.id(), [this, reactor, raw_resp, client, id = req.id()](
+                                      Status s, dialog::WorkOrder order) {
+    if (security_) security_->Audit(client, "grpc", "read", s.ok() ? order.id : id, s.code());
     if (s.ok()) {
       hotline::v1::WorkOrder resp;
       ToProto(order, &resp);
@@ -321,6 +359,8 @@ grpc::Status ClassifierOutputs(const serving::UnderstandReply& r, const std::vec
 grpc::ServerUnaryReactor* KServeGrpcService::ServerLive(grpc::CallbackServerContext* ctx,
                                                         const inference::ServerLiveRequest*,
                                                         inference::ServerLiveResponse* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
   resp->set_live(service_->live());
   return FinishNow(ctx, grpc::Status::OK);
 }
@@ -328,6 +368,8 @@ grpc::ServerUnaryReactor* KServeGrpcService::ServerLive(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* KServeGrpcService::ServerReady(grpc::CallbackServerContext* ctx,
                                                          const inference::ServerReadyRequest*,
                                                          inference::ServerReadyResponse* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
   resp->set_ready(service_->ready());
   return FinishNow(ctx, grpc::Status::OK);
 }
@@ -335,6 +377,8 @@ grpc::ServerUnaryReactor* KServeGrpcService::ServerReady(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* KServeGrpcService::ModelReady(grpc::CallbackServerContext* ctx,
                                                         const inference::ModelReadyRequest* req,
                                                         inference::ModelReadyResponse* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
   try {
     for (const auto& m : service_->ListModels()) {
       if (m.name != req->name()) continue;
@@ -352,6 +396,8 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelReady(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* KServeGrpcService::ServerMetadata(
     grpc::CallbackServerContext* ctx, const inference::ServerMetadataRequest*,
     inference::ServerMetadataResponse* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
   resp->set_name("hotline");
   resp->set_version(version_);
   return FinishNow(ctx, grpc::Status::OK);
@@ -360,6 +406,8 @@ grpc::ServerUnaryReactor* KServeGrpcService::ServerMetadata(
 grpc::ServerUnaryReactor* KServeGrpcService::ModelMetadata(
     grpc::CallbackServerContext* ctx, const inference::ModelMetadataRequest* req,
     inference::ModelMetadataResponse* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
   try {
     for (const auto& m : service_->ListModels()) {
       if (m.name != req->name()) continue;
@@ -402,6 +450,8 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelMetadata(
 grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerContext* ctx,
                                                         const inference::ModelInferRequest* req,
                                                         inference::ModelInferResponse* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
   auto invalid = [&](const std::string& msg) {
     return FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg));
   };

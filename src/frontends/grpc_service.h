@@ -8,6 +8,7 @@
 
 #include "frontends/dialog_service.h"
 #include "frontends/hotline_grpc.h"
+#include "frontends/security.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
 #include "serving/service.h"
 
@@ -29,9 +30,11 @@ using HotlineServiceBase = hotline::v1::Hotline::WithRawCallbackMethod_Understan
 
 class HotlineGrpcService final : public HotlineServiceBase {
  public:
-  // `dialog` may be null: the dialog calls then answer UNIMPLEMENTED.
-  explicit HotlineGrpcService(serving::Service* service, DialogService* dialog = nullptr)
-      : service_(service), dialog_(dialog) {}
+  // `dialog` may be null: the dialog calls then answer UNIMPLEMENTED. `security` may be null
+  // (no authentication, no audit).
+  explicit HotlineGrpcService(serving::Service* service, DialogService* dialog = nullptr,
+                              Security* security = nullptr)
+      : service_(service), dialog_(dialog), security_(security) {}
 
   grpc::ServerUnaryReactor* Understand(grpc::CallbackServerContext* ctx,
                                        const grpc::ByteBuffer* req,
@@ -59,6 +62,7 @@ class HotlineGrpcService final : public HotlineServiceBase {
  private:
   serving::Service* const service_;
   DialogService* const dialog_;
+  Security* const security_;
 };
 
 // Model I/O over KServe v2: input "text" (BYTES, any shape; one element per utterance), outputs
@@ -66,8 +70,9 @@ class HotlineGrpcService final : public HotlineServiceBase {
 // input's shape, written to raw_output_contents.
 class KServeGrpcService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  KServeGrpcService(serving::Service* service, std::string server_version)
-      : service_(service), version_(std::move(server_version)) {}
+  KServeGrpcService(serving::Service* service, std::string server_version,
+                    Security* security = nullptr)
+      : service_(service), version_(std::move(server_version)), security_(security) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
                                        const inference::ServerLiveRequest* req,
@@ -91,7 +96,12 @@ class KServeGrpcService final : public inference::GRPCInferenceService::Callback
  private:
   serving::Service* const service_;
   const std::string version_;
+  Security* const security_;
 };
+
+// Checks the call's key (metadata authorization: Bearer KEY, or x-api-key) for `need`; OK with
+// client "anonymous" when `security` is null or has no clients.
+AuthDecision Authorize(Security* security, const grpc::ServerContextBase* ctx, Role need);
 
 // KServe BYTES tensors on the wire: each element a 4-byte little-endian length, then the bytes.
 // Throws hotline::Error(kInvalidArgument) on a truncated buffer.

@@ -7,6 +7,7 @@
 
 #include "frontends/convert.h"
 #include "frontends/dialog_service.h"
+#include "frontends/security.h"
 #include "serving/metrics.h"
 #include "serving/service.h"
 
@@ -122,12 +123,35 @@ bool CheckJsonObject(const httplib::Request& req, httplib::Response& res, bool e
   return true;
 }
 
+std::string Credential(const httplib::Request& req) {
+  if (req.has_header("Authorization")) return req.get_header_value("Authorization");
+  return req.get_header_value("X-API-Key");
+}
+
+bool IsHealthPath(const std::string& path) {
+  return path == "/healthz" || path == "/readyz" || path == "/v2/health/live" ||
+         path == "/v2/health/ready";
+}
+
+// The role a request needs (health checks are answered before this is asked).
+Role RoleFor(const httplib::Request& req) {
+  const std::string& p = req.path;
+  auto starts = [&p](const char* prefix) { return p.rfind(prefix, 0) == 0; };
+  if (starts("/v1/understand") || starts("/v1/models") || starts("/v2/")) return Role::kUnderstand;
+  if (starts("/v1/converse") || starts("/v1/calls/")) return Role::kConverse;
+  if (p == "/v1/work-orders" || p == "/v1/work-orders/") return Role::kSupervise;  // list, search
+  if (starts("/v1/work-orders/")) return req.method == "GET" ? Role::kReadOrders : Role::kSupervise;
+  if (p == "/metrics") return Role::kSupervise;
+  return Role::kNone;  // any client: the OpenAPI document, unknown routes (404 once known)
+}
+
 void SendNoDialog(httplib::Response& res) {
   SendError(res, Status(Code::kUnimplemented,
                         "this server runs without dialog (no dialog: section in its config)"));
 }
 
-void HandleConverse(DialogService& dialog, const httplib::Request& req, httplib::Response& res) {
+void HandleConverse(DialogService& dialog, Security* security, const httplib::Request& req,
+                    httplib::Response& res) {
   if (!CheckJsonObject(req, res, false)) return;
   Status header_error;
   const serving::TimePoint deadline = DeadlineFromHeader(req, &header_error);
@@ -137,6 +161,7 @@ void HandleConverse(DialogService& dialog, const httplib::Request& req, httplib:
   ConverseCall call = FromProto(in);
   call.deadline = deadline;
   ConverseResult r = dialog.ConverseSync(std::move(call));
+  if (security) AuditConverse(security, security->ClientName(Credential(req)), "http", r);
   if (!r.status.ok()) return SendError(res, r.status);
   hotline::v1::ConverseResponse out;
   ToProto(r, &out);
@@ -153,10 +178,14 @@ void HandleEndCall(DialogService& dialog, const httplib::Request& req, httplib::
   SendProto(res, out);
 }
 
-void HandleGetWorkOrder(DialogService& dialog, const httplib::Request& req,
+void HandleGetWorkOrder(DialogService& dialog, Security* security, const httplib::Request& req,
                         httplib::Response& res) {
   dialog::WorkOrder order;
   Status s = dialog.GetWorkOrderSync(req.matches[1].str(), &order);
+  if (security) {
+    security->Audit(security->ClientName(Credential(req)), "http", "read",
+                    s.ok() ? order.id : req.matches[1].str(), s.code());
+  }
   if (!s.ok()) return SendError(res, s);
   hotline::v1::WorkOrder out;
   ToProto(order, &out);
@@ -166,20 +195,35 @@ void HandleGetWorkOrder(DialogService& dialog, const httplib::Request& req,
 }  // namespace
 
 void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
-                       serving::MetricsRegistry& metrics, DialogService* dialog) {
-  server.Post("/v1/converse", [dialog](const httplib::Request& req, httplib::Response& res) {
-    if (!dialog) return SendNoDialog(res);
-    HandleConverse(*dialog, req, res);
-  });
+                       serving::MetricsRegistry& metrics, DialogService* dialog,
+                       Security* security) {
+  if (security && security->auth_enabled()) {
+    server.set_pre_routing_handler([security](const httplib::Request& req,
+                                              httplib::Response& res) {
+      if (IsHealthPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+      const AuthDecision auth = security->Check(Credential(req), RoleFor(req));
+      if (auth.status.ok()) return httplib::Server::HandlerResponse::Unhandled;
+      if (auth.status.code() == Code::kUnauthenticated) {
+        res.set_header("WWW-Authenticate", "Bearer");
+      }
+      SendError(res, auth.status);
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
+  server.Post("/v1/converse",
+              [dialog, security](const httplib::Request& req, httplib::Response& res) {
+                if (!dialog) return SendNoDialog(res);
+                HandleConverse(*dialog, security, req, res);
+              });
   server.Post(R"(/v1/calls/([^/]+)/end)",
               [dialog](const httplib::Request& req, httplib::Response& res) {
                 if (!dialog) return SendNoDialog(res);
                 HandleEndCall(*dialog, req, res);
               });
   server.Get(R"(/v1/work-orders/([^/]+))",
-             [dialog](const httplib::Request& req, httplib::Response& res) {
+             [dialog, security](const httplib::Request& req, httplib::Response& res) {
                if (!dialog) return SendNoDialog(res);
-               HandleGetWorkOrder(*dialog, req, res);
+               HandleGetWorkOrder(*dialog, security, req, res);
              });
   server.Post("/v1/understand", [&service](const httplib::Request& req, httplib::Response& res) {
     HandleUnderstand(service, req, res);

@@ -11,7 +11,7 @@
 //   GET  /v1/work-orders/{id}       WorkOrder; 404 when unknown
 //                         The dialog routes answer 501 UNIMPLEMENTED when the server has no
 //                         dialog configured.
-//   GET  /metrics         Prometheus text format
+//   GET  /metrics         Prometheus text format (role supervise)
 //   GET  /healthz, /v2/health/live    200 while the process serves
 //   GET  /readyz, /v2/health/ready    200 once the startup models are warm, else 503
 #pragma once
@@ -28,9 +28,14 @@ class MetricsRegistry;
 namespace hotline::frontends {
 
 class DialogService;
+class Security;
 
-// `dialog` may be null (no dialog routes then, beyond the 501 answer).
+// `dialog` may be null (no dialog routes then, beyond the 501 answer). `security` may be null (no
+// authentication, no audit); with clients configured every route but the health checks needs a
+// key (Authorization: Bearer KEY or X-API-Key: KEY): 401 without a valid one, 403 for a role the
+// client lacks, 429 over its rate limit.
 void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
-                       serving::MetricsRegistry& metrics, DialogService* dialog = nullptr);
+                       serving::MetricsRegistry& metrics, DialogService* dialog = nullptr,
+                       Security* security = nullptr);
 
 }  // namespace hotline::frontends

@@ -3,11 +3,14 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <httplib.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "frontends/dialog_service.h"
 #include "frontends/grpc_service.h"
@@ -86,7 +89,8 @@ ServerConfig ServerConfig::Load(const std::string& path) {
                                       "precision",
                                       "backend",
                                       "top_k",
-                                      "dialog"};
+                                      "dialog",
+                                      "security"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
@@ -116,6 +120,7 @@ ServerConfig ServerConfig::Load(const std::string& path) {
   Read(root, "backend", &backend, path);
   Read(root, "top_k", &c.pipeline.top_k, path);
   if (root["dialog"]) ReadDialog(root["dialog"], path, &c.dialog);
+  c.security = SecurityConfig::Parse(root["security"], path);
   // Parsed here rather than with engine::ParsePrecision so the frontends do not need the engine
   // library to read a config file.
   static const std::pair<const char*, engine::Precision> kPrecisions[] = {
@@ -244,29 +249,77 @@ void Server::SetHealth(bool serving) {
   }
 }
 
+namespace {
+
+std::string ReadPem(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read TLS file " + path, Code::kNotFound);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Linking grpc++_reflection registers its plugin with every ServerBuilder (a static initialiser);
+// this option takes it out again when the config leaves reflection off.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                                    return p->name() == "proto_server_reflection";
+                                  }),
+                   plugins->end());
+  }
+};
+
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const TlsConfig& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions opts(
+      tls.require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                              : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  if (!tls.ca.empty()) opts.pem_root_certs = ReadPem(tls.ca);
+  opts.pem_key_cert_pairs.push_back({ReadPem(tls.key), ReadPem(tls.cert)});
+  return grpc::SslServerCredentials(opts);
+}
+
+}  // namespace
+
 Status Server::Start() {
+  // Refuses to expose work orders to the network in clear before anything is opened.
+  CheckExposure(config_.host, config_.security);
+  security_ = std::make_unique<Security>(config_.security, logger_);
   // gRPC: health and reflection are process-wide switches that must precede the builder.
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (config_.security.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   StartDialog();  // before the listeners: a call must never see a half-built dialog
   grpc_ = std::make_unique<GrpcParts>();
-  grpc_->hotline = std::make_unique<HotlineGrpcService>(service_.get(), dialog_.get());
-  grpc_->kserve = std::make_unique<KServeGrpcService>(service_.get(), version_);
+  grpc_->hotline =
+      std::make_unique<HotlineGrpcService>(service_.get(), dialog_.get(), security_.get());
+  grpc_->kserve = std::make_unique<KServeGrpcService>(service_.get(), version_, security_.get());
   grpc::ServerBuilder builder;
   const std::string address = config_.host + ":" + std::to_string(config_.grpc_port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.AddListeningPort(address, GrpcCredentials(config_.security.tls), &grpc_port_);
+  // A port held by another process is an error, never a silently shared listener.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (!config_.security.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.SetMaxReceiveMessageSize(config_.max_message_bytes);
   builder.RegisterService(grpc_->hotline.get());
   builder.RegisterService(grpc_->kserve.get());
   grpc_->server = builder.BuildAndStart();
   if (!grpc_->server || grpc_port_ == 0) {
-    throw Error("cannot listen for gRPC on " + address + " (port in use?)", Code::kUnavailable);
+    throw Error("cannot listen for gRPC on " + address + ": port " +
+                    std::to_string(config_.grpc_port) + " is in use or not available",
+                Code::kUnavailable);
   }
   SetHealth(false);  // not serving until the startup models are warm
   StartHttp();
   if (logger_) {
     logger_->Info("listening", {{"grpc", config_.host + ":" + std::to_string(grpc_port_)},
-                                {"http", config_.host + ":" + std::to_string(http_port_)}});
+                                {"http", config_.host + ":" + std::to_string(http_port_)},
+                                {"tls", config_.security.tls.enabled()},
+                                {"mtls", config_.security.tls.require_client_cert},
+                                {"auth", config_.security.auth_enabled()},
+                                {"clients", config_.security.clients.size()},
+                                {"reflection", config_.security.reflection}});
   }
   Status st = service_->Start(config_.startup_models);
   SetHealth(true);
@@ -275,12 +328,29 @@ Status Server::Start() {
 }
 
 void Server::StartHttp() {
-  http_ = std::make_unique<httplib::Server>();
+  const TlsConfig& tls = config_.security.tls;
+  if (tls.enabled()) {
+    auto https = std::make_unique<httplib::SSLServer>(
+        tls.cert.c_str(), tls.key.c_str(), tls.require_client_cert ? tls.ca.c_str() : nullptr);
+    if (!https->is_valid()) {
+      throw Error("TLS for HTTP: cannot use the certificate " + tls.cert + " and key " + tls.key +
+                      (tls.require_client_cert ? " with client CA " + tls.ca : std::string()),
+                  Code::kInvalidArgument);
+    }
+    http_ = std::move(https);
+  } else {
+    http_ = std::make_unique<httplib::Server>();
+  }
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<void*>(&yes), sizeof(yes));
+  });
   const int threads = std::max(2, config_.http_threads);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http_->set_payload_max_length(size_t(config_.max_message_bytes));
   http_->set_keep_alive_max_count(1000);
-  InstallHttpRoutes(*http_, *service_, registry_, dialog_.get());
+  InstallHttpRoutes(*http_, *service_, registry_, dialog_.get(), security_.get());
   if (config_.http_port == 0) {
     http_port_ = http_->bind_to_any_port(config_.host);
   } else if (http_->bind_to_port(config_.host, config_.http_port)) {
@@ -288,7 +358,8 @@ void Server::StartHttp() {
   }
   if (http_port_ <= 0) {
     throw Error("cannot listen for HTTP on " + config_.host + ":" +
-                    std::to_string(config_.http_port) + " (port in use?)",
+                    std::to_string(config_.http_port) + ": port " +
+                    std::to_string(config_.http_port) + " is in use or not available",
                 Code::kUnavailable);
   }
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });

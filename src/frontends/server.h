@@ -20,6 +20,7 @@
 #include "serving/model_repository.h"
 #include "serving/service.h"
 #include "serving/serving_metrics.h"
+#include "frontends/security.h"
 
 namespace grpc {
 class Server;
@@ -66,6 +67,7 @@ struct ServerConfig {
   bool log_requests = true;
   serving::PipelineModelOptions pipeline;
   DialogServerConfig dialog;
+  SecurityConfig security;  // TLS, clients and roles, audit (frontends/security.h)
   // Throws hotline::Error naming the file and key.
   static ServerConfig Load(const std::string& path);
 };
@@ -77,8 +79,10 @@ class Server {
          serving::Logger* logger);
   ~Server();
 
-  // Throws hotline::Error(kUnavailable) when a port cannot be bound or the dialog's session store
-  // or work-order database cannot be opened (and naming the file for a bad dialog config).
+  // Throws hotline::Error(kUnavailable) when a port cannot be bound (naming it; ports are never
+  // shared: no SO_REUSEPORT) or the dialog's session store or work-order database cannot be
+  // opened (and naming the file for a bad dialog config); kFailedPrecondition when the host is
+  // not loopback and the config lacks TLS or clients without security.insecure: true.
   // Startup models that fail to load are logged and returned as the status; the server keeps
   // running without them.
   Status Start();
@@ -101,6 +105,7 @@ class Server {
   serving::ServingMetrics metrics_{registry_};
   std::unique_ptr<serving::ModelRepository> repository_;
   std::unique_ptr<serving::Service> service_;
+  std::unique_ptr<Security> security_;
   std::unique_ptr<DialogMetrics> dialog_metrics_;
   std::unique_ptr<DialogService> dialog_;
   struct GrpcParts;
