@@ -78,12 +78,20 @@ struct CallSummary {
   std::vector<CallIssue> issues;  // every problem or question of the call, in the order raised
 };
 
+// An operator's note on an order (the operators' API: status changes, handler notes).
+struct OrderNote {
+  std::string at;      // RFC 3339 UTC
+  std::string by;      // the client that wrote it
+  std::string text;
+  std::string status;  // the status it set; "" when it set none
+};
+
 struct WorkOrder {
   std::string id;  // "WO20261201-000123"
   std::string call_id, department, intent;
   std::string caller_text;  // the caller's own words, all turns
   std::string created_at;   // RFC 3339 UTC
-  std::string status;       // "open"
+  std::string status;       // "open", then what operators set (see kOrderStatuses)
   std::vector<SlotFill> slots;
   std::vector<std::string> urged_at;  // RFC 3339 UTC, one per urging
   // The handler's paragraph (智能填单): "市民来电反映：…请…核实处理。" Complete here; logs mask it.
@@ -91,6 +99,8 @@ struct WorkOrder {
   std::vector<std::string> unverified;    // required slot types the caller could not give
   std::vector<std::string> linked_calls;  // later calls merged into this order (并单)
   std::string place_key;                  // what makes a repeat call the same problem, same place
+  std::vector<OrderNote> notes;           // operators' notes and status changes, oldest first
+  std::string updated_at;                 // RFC 3339 UTC of the last note; "" when none
 };
 
 // Loaded from config/dialog.yaml by DialogConfig::Load(path).
@@ -110,6 +120,8 @@ struct DialogConfig {
   static DialogConfig Load(const std::string& path);
 };
 
+class WorkOrderStore;
+
 class DialogManager {
  public:
   // Throws hotline::Error (kUnavailable naming the URL) when Redis/SQLite cannot be opened.
@@ -126,6 +138,8 @@ class DialogManager {
   // Ends the call and forgets its session. Unknown id -> hotline::Error kNotFound.
   virtual CallSummary EndCall(const std::string& call_id) = 0;
   virtual std::optional<WorkOrder> GetWorkOrder(const std::string& id) = 0;
+  // The store behind the calls, for the operators' API (list, search, update). Thread-safe.
+  virtual WorkOrderStore& work_orders() = 0;
 };
 
 }  // namespace hotline::dialog

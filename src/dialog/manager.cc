@@ -80,6 +80,7 @@ class Manager : public DialogManager {
   }
 
   std::optional<WorkOrder> GetWorkOrder(const std::string& id) override { return orders_->Get(id); }
+  WorkOrderStore& work_orders() override { return *orders_; }
 
  private:
   const DialogConfig config_;
