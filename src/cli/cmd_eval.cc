@@ -19,7 +19,8 @@
 // hotline eval --model DIR --data FILE.jsonl --compare-precisions [--calib CALIB.jsonl]
 //              [--precisions fp32,bf16,int8] [--backend B] [--json]
 // Builds one plan per precision (the model's ONNX, the pipeline's profile; INT8 calibrated on
-// --calib, or on the model's own Q/DQ scales for a QDQ model) and scores each in a child process
+// --calib when given, else the folder's int8_calibration.json (`hotline calibrate`), or the
+// model's own Q/DQ scales for a QDQ model) and scores each in a child process
 // of its own (`hotline eval` on a plan-only copy of the folder), so that each row's peak memory
 // is that of a process which loads only that plan and runs the data set. Prints per precision:
 // intent agreement with FP32, intent accuracy, slot F1, plan size, peak RSS. Precisions the
@@ -48,6 +49,7 @@
 #include "engine/qdq_build.h"
 #include "nlu/classifier_eval.h"
 #include "nlu/gate_eval.h"
+#include "nlu/int8_folder.h"
 #include "nlu/json_io.h"
 #include "nlu/pipeline.h"
 
@@ -221,14 +223,18 @@ int ComparePrecisions(const Options& o) {
     b.backend = backend;
     b.profile = profile;
     if (p == engine::Precision::kINT8) {
-      if (!engine::ApplyQdqScales(config.onnx_file, &b)) {
-        if (o.calib.empty()) {
-          row["skipped"] = "int8 needs calibration text: --calib FILE.jsonl";
+      if (!o.calib.empty()) {
+        b.calib_file = o.calib;
+        b.calib_tokenizer = nlu::MakeCalibTokenizer(config, profile.max_seq);
+      } else if (!engine::ApplyQdqScales(config.onnx_file, &b)) {
+        // The folder's own calibration (`hotline calibrate`), as predict and serve use it.
+        try {
+          nlu::ApplyFolderInt8(config, &b);
+        } catch (const hotline::Error& e) {
+          row["skipped"] = e.what();
           rows.push_back(row);
           continue;
         }
-        b.calib_file = o.calib;
-        b.calib_tokenizer = nlu::MakeCalibTokenizer(config, profile.max_seq);
       }
     }
     const std::string plan = (work / (name + ".plan")).string();
@@ -295,9 +301,9 @@ int ComparePrecisions(const Options& o) {
 int EvalClassifier(const Options& o) {
   const auto data = nlu::ReadClassifierData(o.data);
   nlu::PipelineOptions popts;
-  popts.precision = engine::ParsePrecision(
-      o.precision.empty() ? nlu::ModelConfig::Load(o.model).precision : o.precision);
   popts.backend = engine::ParseBackend(o.backend);
+  popts.precision =
+      nlu::ResolvePrecision(o.precision, nlu::ModelConfig::Load(o.model), popts.backend);
   popts.head_top_k = std::max(3, nlu::ModelConfig::Load(o.model).top_k);  // top-3 accuracy
   auto pipeline = nlu::Pipeline::Open(o.model, popts);
   const nlu::ClassifierScores s = nlu::ScoreClassifier(*pipeline, data, o.batch);
@@ -363,7 +369,9 @@ hotline::cli::Registrar reg(
                      "JSON Lines with text, intent, slots (classifier: text, label, category)")
           ->required();
       app.add_flag("--json", o->json, "print one JSON object");
-      app.add_option("--precision", o->precision, "fp32|fp16|bf16|int8|fp8 (default: model's)");
+      app.add_option("--precision", o->precision,
+                     "auto|fp32|fp16|bf16|int8|fp8 (default: model's; int8 reads the folder's "
+                     "int8_calibration.json, from `hotline calibrate`)");
       app.add_option("--backend", o->backend, "cpu|cuda");
       app.add_option("--batch", o->batch, "texts per engine run")->check(CLI::Range(1, 4096));
       app.add_option("--predictions", o->predictions,
@@ -389,9 +397,9 @@ hotline::cli::Registrar reg(
           throw hotline::Error("--calib and --precisions go with --compare-precisions");
         const auto data = nlu::ReadLabelled(o->data);
         nlu::PipelineOptions popts;
-        popts.precision = engine::ParsePrecision(
-            o->precision.empty() ? nlu::ModelConfig::Load(o->model).precision : o->precision);
         popts.backend = engine::ParseBackend(o->backend);
+        popts.precision =
+            nlu::ResolvePrecision(o->precision, nlu::ModelConfig::Load(o->model), popts.backend);
         auto pipeline = nlu::Pipeline::Open(o->model, popts);
         const nlu::EvalScores s = nlu::Score(*pipeline, data, o->batch);
         if (!o->predictions.empty()) {

@@ -20,6 +20,7 @@
 #include "base/error.h"
 #include "cli/command.h"
 #include "nlu/json_io.h"
+#include "nlu/int8_folder.h"
 #include "nlu/pipeline.h"
 
 namespace {
@@ -64,7 +65,9 @@ hotline::cli::Registrar reg(
       auto o = std::make_shared<Options>();
       app.add_option("--model", o->model, "model folder (model.yaml, vocab, labels, ONNX)")
           ->required();
-      app.add_option("--precision", o->precision, "fp32|fp16|bf16|int8|fp8 (default: model's)");
+      app.add_option("--precision", o->precision,
+                     "auto|fp32|fp16|bf16|int8|fp8 (default: model's; int8 reads the folder's "
+                     "int8_calibration.json, from `hotline calibrate`)");
       app.add_option("--backend", o->backend, "cpu|cuda");
       app.add_option("--batch", o->batch, "lines per engine run (waits for that many lines)")
           ->check(CLI::Range(1, 4096));
@@ -75,9 +78,9 @@ hotline::cli::Registrar reg(
       return [o, top_k]() -> int {
         namespace nlu = hotline::nlu;
         nlu::PipelineOptions popts;
-        popts.precision = hotline::engine::ParsePrecision(
-            o->precision.empty() ? nlu::ModelConfig::Load(o->model).precision : o->precision);
         popts.backend = hotline::engine::ParseBackend(o->backend);
+        popts.precision =
+            nlu::ResolvePrecision(o->precision, nlu::ModelConfig::Load(o->model), popts.backend);
         popts.top_k = o->top_k;
         if (top_k->count() > 0) popts.head_top_k = o->top_k;
         auto pipeline = nlu::Pipeline::Open(o->model, popts);

@@ -1,4 +1,5 @@
-// `hotline serve [--config FILE] [--model-repo DIR] [--grpc-port P] [--http-port Q]`: runs the
+// `hotline serve [--config FILE] [--model-repo DIR] [--grpc-port P] [--http-port Q]
+// [--precision auto|fp32|bf16|int8|fp16|fp8]`: runs the
 // gRPC and HTTP service until SIGTERM or SIGINT, then shuts down gracefully (stops accepting,
 // answers what is in flight, exits 0).
 #include <pthread.h>
@@ -7,6 +8,7 @@
 #include <filesystem>
 
 #include "cli/command.h"
+#include "engine/engine.h"
 #include "frontends/server.h"
 
 namespace {
@@ -16,6 +18,7 @@ struct ServeOptions {
   std::string model_repo;
   int grpc_port = -1;
   int http_port = -1;
+  std::string precision;  // overrides the config's; "auto" picks per model folder and machine
 };
 
 hotline::cli::Registrar reg(
@@ -26,6 +29,9 @@ hotline::cli::Registrar reg(
       app.add_option("--model-repo", o->model_repo, "Folder of model folders (overrides config)");
       app.add_option("--grpc-port", o->grpc_port, "gRPC port (overrides config; 0: any free)");
       app.add_option("--http-port", o->http_port, "HTTP port (overrides config; 0: any free)");
+      app.add_option("--precision", o->precision,
+                     "auto|fp32|bf16|int8|fp16|fp8 (overrides config; int8 reads each model "
+                     "folder's int8_calibration.json, made by `hotline calibrate`)");
       return [o]() -> int {
         using hotline::frontends::ServerConfig;
         ServerConfig c;
@@ -37,6 +43,11 @@ hotline::cli::Registrar reg(
         if (!o->model_repo.empty()) c.model_repository = o->model_repo;
         if (o->grpc_port >= 0) c.grpc_port = o->grpc_port;
         if (o->http_port >= 0) c.http_port = o->http_port;
+        if (!o->precision.empty()) {
+          c.pipeline.auto_precision = o->precision == "auto";
+          if (!c.pipeline.auto_precision)
+            c.pipeline.precision = hotline::engine::ParsePrecision(o->precision);
+        }
 
         // Block the stop signals in every thread (threads inherit the mask); this thread waits
         // for them with sigwait, so no handler runs inside gRPC or the batchers.

@@ -393,13 +393,25 @@ void ApplyInt8(PlanData* plan, const CalibrationTable& table, const std::vector<
   plan->extra["int8"] = rec;
 }
 
+namespace {
+// The weight range of a CPU INT8 build: BuildOptions::int8_weight_qmax, else this CPU's.
+int Int8WeightQmax(const BuildOptions& o) {
+  if (o.backend != BackendKind::kCPU) return 127;
+  if (o.int8_weight_qmax == 0) return cpu::S8WeightQmax();
+  if (o.int8_weight_qmax != 63 && o.int8_weight_qmax != 127)
+    throw Error("int8 weight range must be 63 (AVX2) or 127 (VNNI, AMX), got " +
+                std::to_string(o.int8_weight_qmax));
+  return o.int8_weight_qmax;
+}
+}  // namespace
+
 void QuantizePlanInt8(PlanData* plan, const std::string& model_fingerprint,
                       const BuildOptions& options) {
   RequirePackedPlan(*plan);
   bool keep_embeddings = false;
   const auto keep = ResolveKeepFp(GemmsOfPlan(*plan), options.keep_fp, &keep_embeddings);
   const CalibrationTable table = ObtainCalibration(*plan, model_fingerprint, options);
-  const int qmax = options.backend == BackendKind::kCPU ? cpu::S8WeightQmax() : 127;
+  const int qmax = Int8WeightQmax(options);
   ApplyInt8(plan, table, keep, keep_embeddings, qmax);
   plan->extra["int8"]["keep_fp"] = options.keep_fp;
 }
@@ -534,7 +546,7 @@ std::vector<GemmSensitivity> MeasureSensitivity(const std::string& onnx_path,
   const CalibrationTable table =
       ObtainCalibration(fp, fp.extra.value("model_fingerprint", std::string()), options);
   const auto gemms = GemmsOfPlan(fp);
-  const int qmax = options.backend == BackendKind::kCPU ? cpu::S8WeightQmax() : 127;
+  const int qmax = Int8WeightQmax(options);
   const std::vector<Output> ref = RunAll(fp, probe);
   std::vector<GemmSensitivity> out;
   for (const QuantGemm& q : gemms) {

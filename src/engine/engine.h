@@ -68,6 +68,10 @@ struct BuildOptions {
   // GEMMs (and the embedding table) kept in fp32: node names, "#<i>", "layer:<L>", "heads",
   // "embeddings" (quant.h ResolveKeepFp).
   std::vector<std::string> keep_fp;
+  // CPU INT8 weight range +-qmax: 0 = this CPU's (127 with AVX512-VNNI or AMX, 63 on AVX2 alone,
+  // cpu::S8WeightQmax). 63 builds, on any CPU, the plan an AVX2-only CPU would run (the accuracy
+  // gate of `hotline calibrate` checks both); a value above this CPU's is refused at load.
+  int int8_weight_qmax = 0;
 
   // ---- FP8 (precision kFP8, CUDA; encoder.h EncoderOptions) ----
   std::string fp8_weight_scaling;  // "per_tensor" | "per_channel"; "" = the default (per tensor)

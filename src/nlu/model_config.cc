@@ -265,6 +265,12 @@ std::string PlanCachePath(const ModelConfig& config, const engine::BuildOptions&
   while (in.read(buf, sizeof(buf)) || in.gcount() > 0) mix(buf, size_t(in.gcount()));
   const std::string profile = options.profile.ToString();
   mix(profile.data(), profile.size());
+  // An INT8 CPU plan also depends on the folder's calibration (int8_folder.h).
+  if (options.precision == engine::Precision::kINT8 &&
+      options.backend == engine::BackendKind::kCPU) {
+    std::ifstream cal(fs::path(config.dir) / "int8_calibration.json", std::ios::binary);
+    while (cal && (cal.read(buf, sizeof(buf)) || cal.gcount() > 0)) mix(buf, size_t(cal.gcount()));
+  }
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
   return (fs::path(config.dir) / "cache" /

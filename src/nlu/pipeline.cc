@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "nlu/bio.h"
+#include "nlu/int8_folder.h"
 #include "nlu/normalize/normalize.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
@@ -101,10 +102,12 @@ const engine::Output& FindOutput(const std::vector<engine::Output>& outs, const 
 
 // Loads the cached plan, or builds and caches it; falls back to an in-memory build when the cache
 // cannot be written (a read-only model folder).
-std::shared_ptr<engine::Engine> LoadEngine(const ModelConfig& c, const engine::BuildOptions& b,
+std::shared_ptr<engine::Engine> LoadEngine(const ModelConfig& c, engine::BuildOptions b,
                                            bool use_cache, std::string* plan_path) {
   plan_path->clear();
   const bool have_onnx = fs::exists(c.onnx_file);
+  // INT8 on the CPU: the folder's own calibration (int8_calibration.json, `hotline calibrate`).
+  if (have_onnx) ApplyFolderInt8(c, &b);
   if (!use_cache) {
     if (!have_onnx) throw Error("ONNX file '" + c.onnx_file + "' not found", Code::kNotFound);
     return engine::Engine::BuildFromOnnx(c.onnx_file, b);

@@ -79,12 +79,16 @@ struct PipelineModelOptions {
 };
 ModelLoader PipelineModelLoader(const PipelineModelOptions& options);
 
-// The server's `precision: auto`: FP16 on CUDA; on the CPU BF16 where the CPU has AMX-BF16 (the
-// packed_amx_bf16 GEMMs, Sapphire Rapids, bench/RESULTS.md 2026-12-02: 2.8x our FP32 plan's
-// 32x32 throughput, 2.1x its serving requests/s at 64 callers; intent agreement with FP32 100% on
-// the test set), else FP32 (BF16 without AMX runs slower than FP32). `why` (optional)
-// gets the reason in words. The loader logs the choice ("precision_chosen").
-engine::Precision AutoPrecision(engine::BackendKind backend, std::string* why = nullptr);
+// The server's `precision: auto`, per model folder: FP16 on CUDA; on the CPU INT8 where the
+// folder carries an INT8 calibration whose accuracy gate passed for this CPU's weight class
+// (nlu/int8_folder.h: intent agreement with FP32 >= 99.5% on a held-out set; `hotline calibrate`),
+// else BF16 where the CPU has AMX-BF16 (the packed_amx_bf16 GEMMs, Sapphire Rapids,
+// bench/RESULTS.md 2026-12-02: 2.8x our FP32 plan's 32x32 throughput, 2.1x its serving
+// requests/s at 64 callers; intent agreement with FP32 100% on the test set), else FP32 (BF16
+// without AMX runs slower than FP32). `why` (optional) gets the reason in words. The loader logs
+// the choice ("precision_chosen").
+engine::Precision AutoPrecision(engine::BackendKind backend, const std::string& model_dir,
+                                std::string* why = nullptr);
 
 // Runs each warm-up shape once with synthetic text of the right token count.
 void WarmUp(ServableModel& model, const std::vector<WarmupShape>& shapes);

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "engine/cpu/kernels.h"
+#include "nlu/int8_folder.h"
 #include "serving/log.h"
 #include "serving/model.h"
 
@@ -26,20 +27,9 @@ class PipelineModel : public ServableModel {
 
 }  // namespace
 
-engine::Precision AutoPrecision(engine::BackendKind backend, std::string* why) {
-  std::string reason;
-  engine::Precision p = engine::Precision::kFP32;
-  if (backend == engine::BackendKind::kCUDA) {
-    p = engine::Precision::kFP16;
-    reason = "cuda backend: fp16";
-  } else if (engine::cpu::CpuHasAmxBf16()) {
-    p = engine::Precision::kBF16;
-    reason = "this CPU has AMX-BF16: bf16";
-  } else {
-    reason = "this CPU has no AMX-BF16 (bf16 would run slower than fp32): fp32";
-  }
-  if (why) *why = reason;
-  return p;
+engine::Precision AutoPrecision(engine::BackendKind backend, const std::string& model_dir,
+                                std::string* why) {
+  return nlu::ChooseAutoPrecision(nlu::ModelConfig::Load(model_dir), backend, why);
 }
 
 ModelLoader PipelineModelLoader(const PipelineModelOptions& options) {
@@ -48,7 +38,7 @@ ModelLoader PipelineModelLoader(const PipelineModelOptions& options) {
     po.precision = options.precision;
     if (options.auto_precision) {
       std::string why;
-      po.precision = AutoPrecision(options.backend, &why);
+      po.precision = AutoPrecision(options.backend, spec.dir, &why);
       Logger().Info("precision_chosen",
                     {{"model", spec.name},
                      {"requested", "auto"},

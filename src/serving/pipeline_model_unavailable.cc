@@ -14,7 +14,7 @@ ModelLoader PipelineModelLoader(const PipelineModelOptions&) {
   };
 }
 
-engine::Precision AutoPrecision(engine::BackendKind, std::string*) {
+engine::Precision AutoPrecision(engine::BackendKind, const std::string&, std::string*) {
   throw Error("precision auto: this hotline was built without the NLU layer", Code::kUnimplemented);
 }
 
