@@ -57,12 +57,19 @@ if [ "${1:-}" = "--pack" ]; then
            "$build/bench/hotline_batcher_bench"; do
     cp "$b" "$strip_dir/" && strip --strip-unneeded "$strip_dir/$(basename "$b")" || exit 1
   done
-  "${HOTLINE_SHARED:?set HOTLINE_SHARED to the shared tools folder}"/tools/device-bundle "$BUNDLE_DIR/cuda.tar.xz" "$strip_dir"/* || exit 1
+  scripts/device-bundle.sh "$BUNDLE_DIR/cuda.tar.xz" "$strip_dir"/* || exit 1
   tar -C "$re" -xJf "$BUNDLE_DIR/cuda.tar.xz" &&
     tar -C "$re" -cf - . | xz -9 -T1 >"$BUNDLE_DIR/cuda.tar.xz.new" &&
     mv "$BUNDLE_DIR/cuda.tar.xz.new" "$BUNDLE_DIR/cuda.tar.xz" || exit 1
   rm -rf "$strip_dir" "$re"
-  cp "${HOTLINE_SHARED:?set HOTLINE_SHARED}"/peers/gpu/bench_peers.py "$BUNDLE_DIR/peers/"
+  # The PyTorch peers' harness is not part of this repository: HOTLINE_SHARED names the folder
+  # that holds it (peers/gpu/bench_peers.py); without it the bundle has no peers and the run's
+  # peers section says so.
+  if [ -n "${HOTLINE_SHARED:-}" ]; then
+    cp "$HOTLINE_SHARED/peers/gpu/bench_peers.py" "$BUNDLE_DIR/peers/" || exit 1
+  else
+    echo "NOTE: HOTLINE_SHARED unset: the PyTorch peers are not bundled (run with --no-peers)"
+  fi
   ls -la "$BUNDLE_DIR"
   exit 0
 fi
@@ -273,6 +280,10 @@ if [ $parity = 1 ]; then
   record parity_default_fp8 $HL/parity_default_fp8.json
 fi
 
+if [ $peers = 1 ] && [ ! -f "$BUNDLE_DIR/peers/bench_peers.py" ]; then
+  echo "PEERS NOT RUN: the bundle has no peers/bench_peers.py (packed without HOTLINE_SHARED)" | tee -a "$LOG"
+  peers=0
+fi
 if [ $peers = 1 ]; then
   section peers
   mkdir -p $HL/peers

@@ -102,6 +102,10 @@ if [ $a2 = 1 ]; then
   done
 fi
 
+if [ $peers = 1 ] && [ ! -f "$BUNDLE_DIR/peers/bench_peers.py" ]; then
+  echo "PEERS NOT RUN: the bundle has no peers/bench_peers.py (packed without HOTLINE_SHARED)" | tee -a "$LOG"
+  peers=0
+fi
 if [ $peers = 1 ]; then
   section peers
   mkdir -p $HL/peers
