@@ -28,6 +28,7 @@ struct Options {
   std::string onnx, out, precision = "fp32", backend = "cpu", profile = "1x1:8x64:64x128";
   std::string calib;
   bool no_tune = false;
+  bool require_fused = false;  // exit 3 (after writing the plan) when the encoder is left unfused
   int threads = 0;
   std::string timing_cache;  // (for cuda-int) GEMM timings reused across builds
   int device = 0;
@@ -89,6 +90,8 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
   app.add_option("--calib", o->calib,
                  "calibration text, JSONL with \"text\" (int8; fp8 on cuda: amax per GEMM input)");
   app.add_flag("--no-tune", o->no_tune, "skip timing GEMM tactics");
+  app.add_flag("--require-fused", o->require_fused,
+               "exit with status 3 when the encoder is left unfused (the plan is still written)");
   app.add_option("--threads", o->threads, "CPU threads (0 = all)");
   app.add_option("--timing-cache", o->timing_cache,
                  "file of GEMM timings: reused and updated by tuning");
@@ -232,6 +235,21 @@ hotline::cli::Registrar reg("build", "Build an optimised plan from an ONNX model
                  o->out.c_str(), p.mode.c_str(), std::string(PrecisionName(p.info.precision)).c_str(),
                  p.info.ops.size(), p.info.profile.ToString().c_str(),
                  double(p.info.weight_bytes) / 1e6);
+    if (p.mode != "packed") {
+      // Unfused encoders run on the generic executor, several times slower: say so, and why.
+      std::fprintf(stderr,
+                   "hotline build: WARNING: the encoder was left UNFUSED (generic padded "
+                   "execution, fp32): %s\n",
+                   p.extra.value("padded_reason", std::string("no reason recorded")).c_str());
+      if (p.extra.contains("fusion_notes")) {
+        for (const auto& n : p.extra["fusion_notes"]) {
+          std::fprintf(stderr, "hotline build:   %s\n", n.get<std::string>().c_str());
+        }
+      }
+      std::fprintf(stderr, "hotline build: `hotline inspect --explain %s` lists every pattern "
+                   "that did not apply\n", o->onnx.c_str());
+      if (o->require_fused) return 3;
+    }
     return 0;
   };
 });

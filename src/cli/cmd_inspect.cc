@@ -18,7 +18,25 @@ using json = nlohmann::json;
 struct Options {
   std::string path;
   bool json = false;
+  bool explain = false;
 };
+
+// Why the encoder is (not) fused: the patterns that did not apply, each at its node.
+void PrintExplain(const json& extra, const std::string& mode) {
+  std::printf("fusion: %s\n", mode == "packed" ? "packed (fused encoder)" : "UNFUSED (padded generic)");
+  if (extra.contains("padded_reason")) {
+    std::printf("  reason: %s\n", extra["padded_reason"].get<std::string>().c_str());
+  }
+  if (extra.contains("fusion_notes")) {
+    for (const auto& n : extra["fusion_notes"]) std::printf("  not applied: %s\n", n.get<std::string>().c_str());
+  } else {
+    std::printf("  every pattern that was tried applied\n");
+  }
+  if (extra.contains("fusion_check_rel_err")) {
+    std::printf("  fused graph vs reference on the probe: rel err %.2e\n",
+                extra["fusion_check_rel_err"].get<double>());
+  }
+}
 
 bool IsPlan(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -38,10 +56,13 @@ hotline::cli::Registrar reg("inspect", "Show what an ONNX model or a plan holds"
   auto o = std::make_shared<Options>();
   app.add_option("path", o->path, "model.onnx or model.plan")->required();
   app.add_flag("--json", o->json, "one JSON object");
+  app.add_flag("--explain", o->explain,
+               "say which fusion patterns did not apply, and at which node (builds an ONNX model "
+               "in memory)");
   return [o]() -> int {
     using namespace hotline::engine;
     json j;
-    json before, after;
+    json before, after, extra;
     std::string mode;
     if (IsPlan(o->path)) {
       const PlanData p = ReadPlan(o->path, false);
@@ -67,6 +88,7 @@ hotline::cli::Registrar reg("inspect", "Show what an ONNX model or a plan holds"
       before = p.extra.value("ops_imported", json::object());
       after = p.extra.value("ops_fused", json::object());
       mode = p.mode;
+      extra = p.extra;
     } else {
       const Graph g = ImportOnnx(o->path);
       j["kind"] = "onnx";
@@ -80,20 +102,29 @@ hotline::cli::Registrar reg("inspect", "Show what an ONNX model or a plan holds"
         j["ops"].push_back({{"name", n.name}, {"type", n.op}, {"precision", "fp32"}});
       }
       for (const auto& [op, n] : g.OpHistogram()) before[op] = n;
-      if (!o->json) {  // the histogram after fusion needs an in-memory build
+      if (!o->json || o->explain) {  // the histogram after fusion needs an in-memory build
         BuildOptions opts;
         opts.tune = false;
         opts.profile = Profile{1, 1, 1, 1, 1, 1};
         const PlanData p = BuildPlanData(o->path, opts);
         after = p.mode == "packed" ? p.extra.value("ops_fused", json::object()) : before;
         mode = p.mode;
-        if (p.extra.contains("padded_reason")) {
+        extra = p.extra;
+        if (o->json) {
+          j["mode"] = mode;
+          j["build"] = extra;
+        }
+        if (!o->explain && p.extra.contains("padded_reason")) {
           std::printf("not fused: %s\n", p.extra["padded_reason"].get<std::string>().c_str());
         }
       }
     }
     if (o->json) {
       std::printf("%s\n", j.dump().c_str());
+      return 0;
+    }
+    if (o->explain) {
+      PrintExplain(extra, mode);
       return 0;
     }
     std::printf("%s: %s", o->path.c_str(), j["kind"].get<std::string>().c_str());

@@ -88,6 +88,14 @@ PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& build_o
       throw Error("graph input '" + in.name + "' is not [batch, seq]");
     }
   }
+  // Shape-derived subgraphs (reshape targets, position ids, masks) read the shape of the inputs
+  // instead of intermediate values, so the fusions see single-use chains.
+  if (const int rewired = RewireShapes(&g, shapes); rewired > 0) {
+    FoldConstants(&g);
+    EliminateDeadNodes(&g);
+    shapes = InferShapes(g);
+    plan.extra["shapes_rewired"] = rewired;
+  }
   // Outputs: per-token when they keep the sequence axis, else per-sequence.
   std::vector<OutputInfo> outputs;
   for (const auto& o : g.outputs) {
@@ -139,6 +147,8 @@ PlanData BuildPlanData(const std::string& onnx_path, const BuildOptions& build_o
     }
   }
   for (const auto& n : report.notes) plan.extra["fusion_notes"].push_back(n);
+  // A pattern that failed is the cause; the op the packed check stumbled on is its consequence.
+  if (!why.empty() && !report.notes.empty()) why = report.notes.front() + " (so: " + why + ")";
   if (!why.empty() && options.precision == Precision::kINT8) {
     throw Error("int8 needs a packed (fused) plan, and this model does not fuse: " + why,
                 Code::kUnimplemented);

@@ -230,9 +230,40 @@ void ResidualLayerNorms(Rewriter& rw, const ShapeInfo& s, bool fuse_dense) {
   rw.Commit();
 }
 
+// Where(IsNaN(p), 0, p) after a Softmax p (torch's export of SDPA with a bool mask) guards rows
+// whose keys are all masked. Packed attention never has such a row (every sequence has a token),
+// so the guard is dropped and the probabilities go straight to the next op.
+void DropSoftmaxNanGuards(Graph* g) {
+  const auto prod = g->Producers();
+  std::set<std::string> outputs;
+  for (const auto& o : g->outputs) outputs.insert(o.name);
+  std::map<std::string, std::string> rename;
+  for (const Node& n : g->nodes) {
+    if (n.op != "Where" || n.inputs.size() != 3 || outputs.count(n.outputs[0])) continue;
+    const std::string& p = n.inputs[2];
+    auto ic = prod.find(n.inputs[0]);
+    auto ip = prod.find(p);
+    if (ic == prod.end() || ip == prod.end()) continue;
+    const Node& isnan = g->nodes[ic->second];
+    if (isnan.op != "IsNaN" || isnan.inputs[0] != p || g->nodes[ip->second].op != "Softmax") continue;
+    const HTensor* z = g->Const(n.inputs[1]);
+    bool zero = z && z->is_float();
+    for (int64_t k = 0; zero && k < z->numel(); ++k) zero = z->f[k] == 0.f;
+    if (zero) rename[n.outputs[0]] = p;
+  }
+  if (rename.empty()) return;
+  for (auto& n : g->nodes) {
+    for (auto& in : n.inputs) {
+      if (auto it = rename.find(in); it != rename.end()) in = it->second;
+    }
+  }
+  EliminateDeadNodes(g);
+}
+
 }  // namespace
 
 void Canonicalize(Graph* g, const ShapeInfo& shapes, FusionReport* report) {
+  DropSoftmaxNanGuards(g);
   Rewriter rw(g);
   LayerNorms(rw, shapes);
   Gelus(rw);
@@ -270,6 +301,10 @@ std::string PackedIncompatibility(const Graph& g, const ShapeInfo& s) {
   };
   for (const auto& n : g.nodes) {
     if (!kOps.count(n.op)) return n.Describe() + " has no packed implementation";
+    if (n.op == "Gelu" && n.s("approximate", "none") != "none") {
+      return n.Describe() + ": the packed executors run the erf GELU only, not approximate=" +
+             n.s("approximate", "");
+    }
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const std::string& in = n.inputs[k];
       if (in.empty()) continue;

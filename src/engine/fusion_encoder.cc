@@ -10,12 +10,32 @@ using namespace fusion;  // NOLINT: the passes' internal helpers
 
 namespace {
 
-bool IsArangeRows(const HTensor& t) {
-  if (t.is_float() || t.shape.empty()) return false;
-  const int64_t S = t.shape.back();
-  for (int64_t k = 0; k < t.numel(); ++k) {
-    if (t.i[k] != k % S) return false;
+bool AllZero(const HTensor& t) {
+  if (t.is_float()) return false;
+  for (int64_t v : t.i) {
+    if (v != 0) return false;
   }
+  return true;
+}
+
+// Position ids on the probe: k + offset at every kept token k of each row ([batch, seq] or a
+// broadcast [1, seq] / [seq]). Padded tokens are not looked at (RoBERTa gives them its pad index).
+bool PositionOffset(const HTensor& t, const ShapeInfo& s, int64_t* offset) {
+  if (t.is_float() || t.shape.empty() || t.numel() == 0) return false;
+  const int64_t S = t.shape.back(), rows = t.numel() / S;
+  const HTensor* am = nullptr;
+  for (const auto& [name, f] : s.feeds) {
+    if (RoleOf(name) == InputRole::kMask) am = &f;
+  }
+  const int64_t off = t.i[0];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < S; ++k) {
+      const bool kept = !am || rows != am->shape[0] || am->i[r * S + k] != 0;
+      if (kept && t.i[r * S + k] != k + off) return false;
+    }
+  }
+  if (off < 0) return false;
+  *offset = off;
   return true;
 }
 
@@ -32,6 +52,29 @@ const Node* DenseBeforeReshape(const Rewriter& rw, const std::string& v, std::st
   if (!d || !rw.SingleUse(r->inputs[0]) || d->has("epilogue") || d->inputs.size() > 3) return nullptr;
   *reshaped = v;
   return d;
+}
+
+// Why the chain of producers back from v is not `ops` (each link single-use, Transposes with the
+// given perms, in order); "" when it is. Names the first node that breaks the pattern.
+std::string ChainWhy(const Rewriter& rw, std::string v, const std::vector<std::string>& ops,
+                     const std::vector<std::vector<int64_t>>& perms) {
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const Node* n = rw.Prod(v);
+    if (!n) return "'" + v + "' is not computed by a node (expected " + ops[k] + ")";
+    if (n->op != ops[k]) return "'" + v + "' comes from " + n->Describe() + ", expected " + ops[k];
+    if (!rw.SingleUse(v)) {
+      return "'" + v + "' from " + n->Describe() + " has " + std::to_string(rw.Uses(v)) +
+             " readers, the pattern needs 1";
+    }
+    if (n->op == "Transpose" && k < perms.size() && n->ints("perm") != perms[k]) {
+      return n->Describe() + " has another perm than the pattern's";
+    }
+    if (n->op == "Dense" && (n->has("epilogue") || n->inputs.size() > 3)) {
+      return n->Describe() + " has an activation or extra inputs";
+    }
+    v = n->inputs[0];
+  }
+  return "";
 }
 
 // Follows Mul/Div by scalar constants back from v, folding them into *scale.
@@ -86,6 +129,35 @@ std::string CheckMask(const Graph& g, const ShapeInfo& s, const std::string& mas
   return "";
 }
 
+// A masked_fill condition must be true exactly at padded keys, for every query row, on the probe.
+std::string CheckBoolMask(const ShapeInfo& s, const std::string& cond) {
+  auto it = s.values.find(cond);
+  if (it == s.values.end() || it->second.dtype != HTensor::DType::kBool) {
+    return "masked_fill condition '" + cond + "' is not a bool tensor on the probe";
+  }
+  const HTensor& m = it->second;
+  const HTensor* am = nullptr;
+  for (const auto& [name, t] : s.feeds) {
+    if (RoleOf(name) == InputRole::kMask) am = &t;
+  }
+  if (!am) return "no attention_mask input";
+  const int64_t B = am->shape[0], S = am->shape[1];
+  if (m.shape.size() != 4 || m.shape[0] != B || m.shape[3] != S) {
+    return "masked_fill condition shape " + ShapeString(m.shape) + " is not [batch, 1|heads, 1|seq, seq]";
+  }
+  const int64_t inner = m.shape[1] * m.shape[2];
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < inner; ++h) {
+      for (int64_t j = 0; j < S; ++j) {
+        if ((m.i[(b * inner + h) * S + j] != 0) != (am->i[b * S + j] == 0)) {
+          return "masked_fill condition '" + cond + "' is not true exactly at padded keys";
+        }
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 void FuseEmbeddings(Graph* g, ShapeInfo* s, FusionReport* report) {
@@ -105,28 +177,50 @@ void FuseEmbeddings(Graph* g, ShapeInfo* s, FusionReport* report) {
       }
     }
     if (leaves.size() < 2 || leaves.size() > 3) continue;
-    std::string ids, types, word, pos, type;
-    bool ok = true;
+    std::string ids, types, word, pos, type, why;
+    bool embedding_like = false;  // some leaf gathers a table by a graph input
+    for (const auto& leaf : leaves) {
+      const Node* ga = rw.ProdOp(leaf, "Gather");
+      if (ga && g->IsInput(ga->inputs[1])) embedding_like = true;
+    }
     for (const auto& leaf : leaves) {
       const Node* ga = rw.ProdOp(leaf, "Gather");
       const HTensor* table = ga ? g->Const(ga->inputs[0]) : nullptr;
       if (!ga || ga->i("axis", 0) != 0 || !table || table->shape.size() != 2) {
-        ok = false;
+        why = "'" + leaf + "' is not a Gather of a constant [rows, hidden] table";
         break;
       }
       const std::string& idx = ga->inputs[1];
+      const HTensor* probe = s->values.count(idx) ? &s->values.at(idx) : nullptr;
+      const bool per_token = s->Has(idx) && s->dims.at(idx) == std::vector<std::string>{"batch", "seq"};
+      int64_t offset = 0;
       if (g->IsInput(idx)) {
         (RoleOf(idx) == InputRole::kTypes ? types : ids) = idx;
         (RoleOf(idx) == InputRole::kTypes ? type : word) = ga->inputs[0];
-      } else if (s->values.count(idx) && IsArangeRows(s->values.at(idx)) && s->Has(idx) &&
-                 s->dims.at(idx).back() == "seq") {
-        pos = ga->inputs[0];
+      } else if (probe && per_token && AllZero(*probe) && type.empty() && types.empty()) {
+        type = ga->inputs[0];  // token types absent: the exporter gathers row 0 everywhere
+      } else if (probe && s->Has(idx) && !s->dims.at(idx).empty() && s->dims.at(idx).back() == "seq" &&
+                 PositionOffset(*probe, *s, &offset) && offset < table->shape[0]) {
+        if (offset == 0) {
+          pos = ga->inputs[0];
+        } else {  // e.g. RoBERTa: positions start after the padding index
+          HTensor rows = HTensor::Float({table->shape[0] - offset, table->shape[1]},
+                                        std::vector<float>(table->f.begin() + offset * table->shape[1],
+                                                           table->f.end()));
+          pos = rw.NewConst(ga->inputs[0] + "/from" + std::to_string(offset), std::move(rows));
+        }
       } else {
-        ok = false;
+        why = "'" + idx + "' (indices of " + ga->Describe() + ") is neither a graph input, "
+              "positions 0..seq-1 (plus an offset) nor all zeros on the probe";
+        break;
       }
     }
-    if (!ok || ids.empty() || pos.empty()) {
-      if (report) report->notes.push_back(ln.Describe() + ": not an embeddings LayerNorm");
+    if (why.empty() && ids.empty()) why = "no table is gathered by the token ids";
+    if (why.empty() && pos.empty()) why = "no position embedding (a Gather by 0..seq-1)";
+    if (!why.empty()) {
+      if (report && embedding_like) {
+        report->notes.push_back("embeddings at " + ln.Describe() + ": " + why);
+      }
       continue;
     }
     Node e = MakeNode(ln.name + "/EmbedLayerNorm", "EmbedLayerNorm",
@@ -140,14 +234,19 @@ void FuseEmbeddings(Graph* g, ShapeInfo* s, FusionReport* report) {
 void FuseAttention(Graph* g, ShapeInfo* s, FusionReport* report) {
   Rewriter rw(g);
   auto note = [&](const Node& n, const std::string& why) {
-    if (report) report->notes.push_back(n.Describe() + ": attention not fused: " + why);
+    if (report) report->notes.push_back("attention at " + n.Describe() + ": " + why);
   };
   for (const Node& sm : g->nodes) {
     if (sm.op != "Softmax") continue;
     const int64_t axis = sm.i("axis", -1);
     if (axis != -1 && axis != 3) { note(sm, "softmax axis"); continue; }
     const Node* pv = rw.OnlyConsumer(sm.outputs[0], "MatMul");
-    if (!pv || pv->inputs[0] != sm.outputs[0]) { note(sm, "no probs·V MatMul"); continue; }
+    if (!pv || pv->inputs[0] != sm.outputs[0]) {
+      const Node* c = rw.OnlyConsumer(sm.outputs[0]);
+      note(sm, "no probs·V MatMul: the probabilities go to " +
+                   (c ? c->Describe() : std::to_string(rw.Uses(sm.outputs[0])) + " readers"));
+      continue;
+    }
     float scale = 1.f;
     std::string mask;
     const Node* qk = nullptr;
@@ -161,7 +260,28 @@ void FuseAttention(Graph* g, ShapeInfo* s, FusionReport* report) {
         }
       }
     }
-    if (!qk) { note(sm, "no mask Add over Q·K^T"); continue; }
+    std::string bool_mask;  // masked_fill form: Where(masked, fill, scores)
+    if (const Node* wh = rw.ProdOp(sm.inputs[0], "Where"); !qk && wh && rw.SingleUse(sm.inputs[0]) &&
+                                                           wh->inputs.size() == 3) {
+      float sc = 1.f;
+      const std::string t = PeelScalars(rw, wh->inputs[2], &sc);
+      const auto fill = rw.Scalar(wh->inputs[1]);
+      if ((qk = rw.ProdOp(t, "MatMul"))) {
+        scale = sc;
+        bool_mask = wh->inputs[0];
+        if (!fill || *fill > -1e3f) {
+          note(sm, "masked_fill " + wh->Describe() + " fills with a value above -1000");
+          continue;
+        }
+      }
+    }
+    if (!qk) {
+      const Node* p = rw.Prod(sm.inputs[0]);
+      note(sm, "no mask Add over Q·K^T: the softmax reads " +
+                   (p ? p->Describe() : "'" + sm.inputs[0] + "'") +
+                   (p && p->op == "Add" && !rw.SingleUse(sm.inputs[0]) ? " (read twice)" : ""));
+      continue;
+    }
     const std::string qv = PeelScalars(rw, qk->inputs[0], &scale);
     const std::string kv = PeelScalars(rw, qk->inputs[1], &scale);
     std::string qr, kr, vr;
@@ -177,7 +297,16 @@ void FuseAttention(Graph* g, ShapeInfo* s, FusionReport* report) {
     }
     const Node* tv = Transposed(rw, pv->inputs[1], {0, 2, 1, 3});
     const Node* dv = tv ? DenseBeforeReshape(rw, tv->inputs[0], &vr) : nullptr;
-    if (!dq || !dk || !dv) { note(sm, "Q/K/V are not Dense → Reshape → Transpose"); continue; }
+    if (!dq || !dk || !dv) {
+      const std::vector<int64_t> bshd{0, 2, 1, 3};
+      std::string why = !dq ? "Q: " + ChainWhy(rw, qv, {"Transpose", "Reshape", "Dense"}, {bshd})
+                      : !dv ? "V: " + ChainWhy(rw, pv->inputs[1], {"Transpose", "Reshape", "Dense"},
+                                               {bshd})
+                            : "K: " + ChainWhy(rw, kv, {"Transpose", "Reshape", "Dense"},
+                                               {{0, 2, 3, 1}});
+      note(sm, "Q/K/V are not Dense → Reshape → Transpose: " + why);
+      continue;
+    }
     if (dq->inputs[0] != dk->inputs[0] || dq->inputs[0] != dv->inputs[0]) {
       note(sm, "Q, K and V read different inputs");
       continue;
@@ -185,7 +314,14 @@ void FuseAttention(Graph* g, ShapeInfo* s, FusionReport* report) {
     const Node* tc = rw.OnlyConsumer(pv->outputs[0], "Transpose");
     const Node* rc = tc && tc->ints("perm") == std::vector<int64_t>{0, 2, 1, 3}
                          ? rw.OnlyConsumer(tc->outputs[0], "Reshape") : nullptr;
-    if (!rc) { note(sm, "context is not Transpose → Reshape"); continue; }
+    if (!rc) {
+      const Node* t = rw.OnlyConsumer(pv->outputs[0]);
+      note(sm, "context is not Transpose(0,2,1,3) → Reshape: " +
+                   (t ? t->Describe() + (tc ? " is read by " + std::to_string(rw.Uses(tc->outputs[0])) +
+                                             " nodes or is not a Reshape's input" : " follows " + pv->Describe())
+                      : pv->Describe() + " has " + std::to_string(rw.Uses(pv->outputs[0])) + " readers"));
+      continue;
+    }
     const auto& qshape = s->probe.at(qr);  // [b, s, heads, head_dim]
     const HTensor* wq = g->Const(dq->inputs[1]);
     const HTensor* wk = g->Const(dk->inputs[1]);
@@ -197,7 +333,11 @@ void FuseAttention(Graph* g, ShapeInfo* s, FusionReport* report) {
       note(sm, "head shapes do not match the projections");
       continue;
     }
-    if (std::string why = CheckMask(*g, *s, mask); !why.empty()) { note(sm, why); continue; }
+    if (std::string why = bool_mask.empty() ? CheckMask(*g, *s, mask) : CheckBoolMask(*s, bool_mask);
+        !why.empty()) {
+      note(sm, why);
+      continue;
+    }
     // One GEMM over [Wq | Wk | Wv].
     HTensor w = HTensor::Zeros(HTensor::DType::kF32, {K, 3 * N});
     HTensor b = HTensor::Zeros(HTensor::DType::kF32, {3 * N});

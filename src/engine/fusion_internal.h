@@ -38,6 +38,11 @@ class Rewriter {
     auto it = cons_.find(v);
     return it != cons_.end() && it->second.size() == 1 && it->second[0] >= 0;
   }
+  // Number of readers of v (a graph output counts as one).
+  size_t Uses(const std::string& v) const {
+    auto it = cons_.find(v);
+    return it == cons_.end() ? 0 : it->second.size();
+  }
   // The only consumer of v, when v has exactly one (and is not a graph output).
   const Node* OnlyConsumer(const std::string& v, const char* op = nullptr) const {
     if (!SingleUse(v)) return nullptr;

@@ -233,4 +233,149 @@ ShapeInfo InferShapes(const Graph& g) {
   return info;
 }
 
+namespace {
+
+bool IsStaticDim(const std::string& d) {
+  return !d.empty() && std::isdigit(static_cast<unsigned char>(d[0]));
+}
+
+Node NewNode(const std::string& name, const std::string& op, std::vector<std::string> in,
+             std::vector<std::string> out) {
+  Node n;
+  n.name = name;
+  n.op = op;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  return n;
+}
+
+// The dims a Shape node reports (its start/end attributes applied).
+std::vector<std::string> ShapeDims(const Node& n, const std::vector<std::string>& dims) {
+  const int64_t r = int64_t(dims.size());
+  int64_t start = n.i("start", 0), end = n.i("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, start, r);
+  return {dims.begin() + start, dims.begin() + end};
+}
+
+}  // namespace
+
+int RewireShapes(Graph* g, const ShapeInfo& s) {
+  if (g->inputs.empty()) return 0;
+  const std::string src = g->inputs[0].name;  // [batch, seq] (checked by the builder)
+  const auto consumers = g->Consumers();
+  int rewritten = 0;
+  std::vector<Node> out;
+  std::string src_shape;  // Shape(src), made once
+  auto dim_of_src = [&](const std::string& sym, const std::string& base,
+                        std::vector<Node>* add) -> std::string {
+    if (src_shape.empty()) {
+      src_shape = "/hotline/input_shape";
+      add->push_back(NewNode(src_shape, "Shape", {src}, {src_shape}));
+    }
+    const std::string idx = base + "/" + sym + "_index";
+    g->initializers[idx] = HTensor::Int({1}, {sym == "batch" ? 0 : 1});
+    const std::string v = base + "/" + sym;
+    Node ga = NewNode(v, "Gather", {src_shape, idx}, {v});
+    ga.attrs["axis"] = Attr{int64_t(0)};
+    add->push_back(ga);
+    return v;
+  };
+  // Constant-selecting consumers of a Shape: Gather(shape, const idx) and Slice(shape, const …).
+  std::map<int, HTensor> folded;  // consumer node index → its constant output
+  for (size_t k = 0; k < g->nodes.size(); ++k) {
+    const Node& n = g->nodes[k];
+    if (n.op != "Shape" || !s.Has(n.inputs[0]) || g->IsInput(n.inputs[0])) continue;
+    const auto dims = ShapeDims(n, s.dims.at(n.inputs[0]));
+    auto it = consumers.find(n.outputs[0]);
+    if (it == consumers.end()) continue;
+    for (int c : it->second) {
+      if (c < 0) continue;
+      const Node& u = g->nodes[c];
+      if (u.inputs.empty() || u.inputs[0] != n.outputs[0]) continue;
+      std::vector<int64_t> picked;
+      if (u.op == "Gather" && u.inputs.size() == 2 && g->Const(u.inputs[1])) {
+        const HTensor& ix = *g->Const(u.inputs[1]);
+        bool ok = !ix.is_float() && ix.shape.size() <= 1;
+        for (int64_t e = 0; ok && e < ix.numel(); ++e) {
+          int64_t v = ix.i[e] < 0 ? ix.i[e] + int64_t(dims.size()) : ix.i[e];
+          ok = v >= 0 && v < int64_t(dims.size()) && IsStaticDim(dims[v]);
+          if (ok) picked.push_back(std::stoll(dims[v]));
+        }
+        if (ok) folded[c] = ix.shape.empty() ? HTensor::Int({}, picked)
+                                             : HTensor::Int({int64_t(picked.size())}, picked);
+      } else if (u.op == "Slice" && g->opset >= 10 && u.inputs.size() >= 3 &&
+                 g->Const(u.inputs[1]) && g->Const(u.inputs[2]) &&
+                 (u.inputs.size() < 4 || u.inputs[3].empty() || g->Const(u.inputs[3])) &&
+                 (u.inputs.size() < 5 || u.inputs[4].empty() || g->Const(u.inputs[4]))) {
+        // Run the Slice on the dims' positions and check that it picks static ones only.
+        std::vector<int64_t> pos(dims.size());
+        for (size_t d = 0; d < dims.size(); ++d) pos[d] = int64_t(d);
+        std::vector<const HTensor*> ins;
+        HTensor p = HTensor::Int({int64_t(pos.size())}, pos);
+        ins.push_back(&p);
+        for (size_t a = 1; a < u.inputs.size(); ++a) {
+          ins.push_back(u.inputs[a].empty() ? nullptr : g->Const(u.inputs[a]));
+        }
+        std::vector<HTensor> r(1);
+        RunRefOp(u, g->opset, ins, &r);
+        bool ok = true;
+        for (int64_t v : r[0].i) {
+          ok = ok && IsStaticDim(dims[v]);
+          if (ok) picked.push_back(std::stoll(dims[v]));
+        }
+        if (ok) folded[c] = HTensor::Int(r[0].shape, picked);
+      }
+    }
+  }
+  for (size_t k = 0; k < g->nodes.size(); ++k) {
+    Node& n = g->nodes[k];
+    if (auto f = folded.find(int(k)); f != folded.end()) {
+      g->initializers[n.outputs[0]] = f->second;
+      ++rewritten;
+      continue;
+    }
+    if (n.op != "Shape" || !s.Has(n.inputs[0]) || g->IsInput(n.inputs[0])) {
+      out.push_back(std::move(n));
+      continue;
+    }
+    const auto dims = ShapeDims(n, s.dims.at(n.inputs[0]));
+    bool all_static = true, known = true;
+    for (const auto& d : dims) {
+      all_static = all_static && IsStaticDim(d);
+      known = known && (IsStaticDim(d) || d == "batch" || d == "seq");
+    }
+    if (all_static) {
+      std::vector<int64_t> v;
+      for (const auto& d : dims) v.push_back(std::stoll(d));
+      g->initializers[n.outputs[0]] = HTensor::Int({int64_t(v.size())}, v);
+      ++rewritten;
+      continue;
+    }
+    if (!known) {
+      out.push_back(std::move(n));
+      continue;
+    }
+    // Concat of the input's batch/seq and constants, one piece per dim.
+    std::vector<std::string> pieces;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (IsStaticDim(dims[d])) {
+        const std::string c = n.name + "/dim" + std::to_string(d);
+        g->initializers[c] = HTensor::Int({1}, {std::stoll(dims[d])});
+        pieces.push_back(c);
+      } else {
+        pieces.push_back(dim_of_src(dims[d], n.name + "/dim" + std::to_string(d), &out));
+      }
+    }
+    Node cat = NewNode(n.name + "/from_input", "Concat", pieces, {n.outputs[0]});
+    cat.attrs["axis"] = Attr{int64_t(0)};
+    out.push_back(cat);
+    ++rewritten;
+  }
+  g->nodes = std::move(out);
+  return rewritten;
+}
+
 }  // namespace hotline::engine

@@ -48,4 +48,11 @@ struct ShapeInfo {
 };
 ShapeInfo InferShapes(const Graph& g);
 
+// Exporters compute reshape targets, position ids and masks from Shape nodes on intermediate
+// values; those extra readers hide single-use chains from the fusions. With the shapes known, a
+// Shape (or a Gather/Slice of one) that selects only static dims becomes a constant, and any other
+// Shape of a [batch, seq, ...] value is rebuilt from the first graph input's shape. Returns the
+// number of Shape nodes rewritten (fold and prune afterwards, then infer shapes again).
+int RewireShapes(Graph* g, const ShapeInfo& shapes);
+
 }  // namespace hotline::engine

@@ -629,6 +629,7 @@ std::map<std::string, ref::RefFn>& Registry() {
     (*m)["Range"] = Range;
     (*m)["Clip"] = Clip;
     ref::RegisterNnOps(m);
+    ref::RegisterMaskOps(m);
     return m;
   }();
   return *reg;

@@ -1,4 +1,4 @@
-// Internal to the reference ops (ref_ops.cc, ref_ops_nn.cc).
+// Internal to the reference ops (ref_ops.cc, ref_ops_nn.cc, ref_ops_mask.cc).
 #pragma once
 
 #include <map>
@@ -17,6 +17,7 @@ std::vector<int64_t> BroadcastIndex(const std::vector<int64_t>& in,
 const HTensor& Need(const std::vector<const HTensor*>& in, size_t k, const Node& n);
 std::vector<int64_t> IntsOf(const HTensor& t);
 void RegisterNnOps(std::map<std::string, RefFn>* m);
+void RegisterMaskOps(std::map<std::string, RefFn>* m);
 // Hotline's own fused op types (never accepted from an ONNX file).
 bool IsFusedOp(const std::string& op);
 
