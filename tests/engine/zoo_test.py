@@ -1,0 +1,273 @@
+"""Bring your own model: the BERT family from the installed transformers, through each torch
+exporter this torch has, must build into a fused CPU plan that matches ONNX Runtime.
+
+Each model is made here from a tiny config (random weights, nothing downloaded): BERT, RoBERTa,
+ALBERT (shared layers, factorised embeddings), DistilBERT (masked_fill attention, no token types),
+ELECTRA (discriminator, projected embeddings); heads: last_hidden_state (with and without a pooler),
+sequence classification, token classification. For each:
+  - `hotline build --require-fused` at FP32 (exit 3 when a pattern does not apply),
+  - the fused op count from `hotline inspect --json`: one EmbedLayerNorm, one Attention per layer,
+    no MatMul/Softmax left,
+  - `hotline infer` against ONNX Runtime on a padded batch: relative error <= 1e-4 on kept tokens,
+  - INT8 for some of them (calibrated on random ids) within the quantisation error.
+"""
+import json
+import os
+import subprocess
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+torch = pytest.importorskip("torch")  # the venv's torch: the zoo cannot run without it
+transformers = pytest.importorskip("transformers")
+warnings.filterwarnings("ignore")
+
+HOTLINE = os.environ.get("HOTLINE_BIN", "hotline")
+VOCAB, HIDDEN, LAYERS, HEADS, FFN, MAX_POS, LABELS = 500, 32, 2, 4, 64, 64, 5
+
+
+def config(arch):
+    t = transformers
+    common = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                  num_attention_heads=HEADS, intermediate_size=FFN, num_labels=LABELS)
+    if arch == "bert":
+        return t.BertConfig(max_position_embeddings=MAX_POS, **common)
+    if arch == "roberta":  # positions start after the padding index; one token type
+        return t.RobertaConfig(max_position_embeddings=MAX_POS + 2, type_vocab_size=1,
+                               pad_token_id=1, **common)
+    if arch == "albert":
+        return t.AlbertConfig(max_position_embeddings=MAX_POS, embedding_size=16,
+                              hidden_act="gelu", **common)
+    if arch == "electra":
+        return t.ElectraConfig(max_position_embeddings=MAX_POS, embedding_size=16, **common)
+    if arch == "distilbert":
+        return t.DistilBertConfig(vocab_size=VOCAB, dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS,
+                                  hidden_dim=FFN, max_position_embeddings=MAX_POS,
+                                  num_labels=LABELS)
+    raise ValueError(arch)
+
+
+def model(arch, head, pooler):
+    t = transformers
+    names = {"bert": "Bert", "roberta": "Roberta", "albert": "Albert", "electra": "Electra",
+             "distilbert": "DistilBert"}
+    cls = {"base": "Model", "seq": "ForSequenceClassification",
+           "tok": "ForTokenClassification"}[head]
+    kind = getattr(t, names[arch] + cls)
+    torch.manual_seed(0)
+    if head == "base" and arch in ("bert", "roberta", "albert"):
+        m = kind(config(arch), add_pooling_layer=pooler) if arch != "albert" else kind(config(arch))
+    else:
+        m = kind(config(arch))
+    return m.eval()
+
+
+class Wrapped(torch.nn.Module):
+    """Fixed input names and a tuple of plain tensors out."""
+
+    def __init__(self, m, types, outputs):
+        super().__init__()
+        self.m, self.types, self.outputs = m, types, outputs
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        kw = dict(input_ids=input_ids, attention_mask=attention_mask)
+        if self.types:
+            kw["token_type_ids"] = token_type_ids
+        out = self.m(**kw, return_dict=True)
+        return tuple(out[k] for k in self.outputs)
+
+
+def export(arch, head, pooler, types, exporter, opset, path, external=False):
+    m = model(arch, head, pooler)
+    if head == "base":
+        outputs = ["last_hidden_state"] + (["pooler_output"] if pooler else [])
+    else:
+        outputs = ["logits"]
+    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if types else [])
+    w = Wrapped(m, types, outputs).eval()
+    ids = torch.randint(5, VOCAB, (2, 8))
+    args = (ids, torch.ones(2, 8, dtype=torch.int64)) + ((torch.zeros(2, 8, dtype=torch.int64),)
+                                                          if types else ())
+    axes = {k: {0: "batch", 1: "seq"} for k in inputs}
+    for o in outputs:
+        axes[o] = {0: "batch", 1: "seq"} if o in ("last_hidden_state",) or head == "tok" else {0: "batch"}
+    if exporter == "torchscript":
+        torch.onnx.export(w, args, path, input_names=inputs, output_names=outputs,
+                          dynamic_axes=axes, opset_version=opset)
+    else:
+        torch.onnx.export(w, args, path, input_names=inputs, output_names=outputs,
+                          dynamic_axes=axes, opset_version=opset, dynamo=True)
+    if external:
+        import onnx
+        proto = onnx.load(path)
+        onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=os.path.basename(path) + ".data", size_threshold=0)
+    return inputs, outputs
+
+
+def has_dynamo():
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    return (major, minor) >= (2, 5)
+
+
+# (arch, head, pooler, token_type_ids given, opset, external data)
+CASES = [
+    ("bert", "base", True, True, 14, False),
+    ("bert", "base", False, False, 17, True),
+    ("bert", "seq", True, True, 17, False),
+    ("bert", "tok", True, True, 13, False),
+    ("roberta", "seq", True, False, 14, False),
+    ("roberta", "base", False, False, 17, False),
+    ("albert", "tok", True, True, 14, False),
+    ("albert", "base", True, True, 17, False),
+    ("distilbert", "seq", False, False, 14, False),
+    ("distilbert", "tok", False, False, 17, False),
+    ("electra", "seq", False, True, 14, False),
+    ("electra", "tok", False, False, 17, False),
+]
+EXPORTERS = ["torchscript", "dynamo"]
+INT8 = {("bert", "seq"), ("distilbert", "tok")}
+
+
+def case_id(c):
+    arch, head, pooler, types, opset, ext = c
+    return (f"{arch}-{head}" + ("" if head != "base" else "-pooler" if pooler else "-nopooler") +
+            ("" if types else "-notypes") + f"-op{opset}" + ("-extdata" if ext else ""))
+
+
+def hotline(*args, check=True):
+    p = subprocess.run([HOTLINE, *args], capture_output=True, text=True, timeout=300)
+    if check:
+        assert p.returncode == 0, f"hotline {' '.join(args)}: exit {p.returncode}\n{p.stderr}"
+    return p
+
+
+def feeds(inputs):
+    rng = np.random.default_rng(7)
+    lens = [9, 6, 3]
+    ids = rng.integers(5, VOCAB, size=(3, 9)).astype(np.int64)
+    mask = np.zeros((3, 9), dtype=np.int64)
+    types = np.zeros((3, 9), dtype=np.int64)
+    for r, n in enumerate(lens):
+        mask[r, :n] = 1
+        types[r, n // 2:n] = 1
+        ids[r, 0], ids[r, n - 1], ids[r, n:] = 2, 3, 0  # [CLS] … [SEP], as tokenised text is
+    f = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    return {k: f[k] for k in inputs}
+
+
+def compare(plan, onnx_path, inputs, tmp_path, l2=False):
+    f = feeds(inputs)
+    inp, outp = tmp_path / "in.json", tmp_path / "out.json"
+    inp.write_text(json.dumps({k: v.tolist() for k, v in f.items()}))
+    hotline("infer", "--plan", plan, "--input", str(inp), "--output", str(outp))
+    got = json.loads(outp.read_text())
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    want = dict(zip(names, sess.run(names, f)))
+    kept = f["attention_mask"].astype(bool)
+    errs = {}
+    for name, w in want.items():
+        g = np.array(got[name], dtype=np.float64)
+        assert g.shape == w.shape, (name, g.shape, w.shape)
+        if w.ndim >= 2 and w.shape[:2] == kept.shape:  # per token: padded rows are unspecified
+            g, w = g[kept], w[kept]
+        if l2:  # normalised L2: the measure for quantised plans (one outlier does not decide)
+            errs[name] = float(np.linalg.norm(g - w) / max(np.linalg.norm(w), 1e-12))
+        else:  # largest deviation against the largest value
+            errs[name] = float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-6))
+    return errs
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_zoo_builds_fused_and_matches_onnxruntime(case, exporter, tmp_path):
+    if exporter == "dynamo" and not has_dynamo():
+        pytest.skip(f"torch {torch.__version__} has no dynamo ONNX exporter (needs 2.5+)")
+    arch, head, pooler, types, opset, ext = case
+    onnx_path = str(tmp_path / "model.onnx")
+    inputs, outputs = export(arch, head, pooler, types, exporter, opset, onnx_path, ext)
+    plan = str(tmp_path / "fp32.plan")
+    p = hotline("build", "--onnx", onnx_path, "--precision", "fp32", "--profile",
+                "1x1:2x16:4x32", "--no-tune", "--require-fused", "-o", plan, check=False)
+    if p.returncode != 0:
+        explain = hotline("inspect", "--explain", onnx_path, check=False)
+        pytest.fail(f"not fused (exit {p.returncode}):\n{p.stderr}\n{explain.stdout}{explain.stderr}")
+    info = json.loads(hotline("inspect", "--json", plan).stdout)
+    assert info["mode"] == "packed"
+    ops = {}
+    for o in info["ops"]:
+        ops[o["type"]] = ops.get(o["type"], 0) + 1
+    assert ops.get("EmbedLayerNorm") == 1, ops
+    assert ops.get("Attention") == LAYERS, ops
+    # Q, K, V as one GEMM: QKV + output projection + two FFN GEMMs per layer, plus the embedding
+    # projection (ALBERT, ELECTRA) and the heads.
+    assert ops.get("Dense", 0) + ops.get("DenseLayerNorm", 0) >= 4 * LAYERS, ops
+    assert not {"MatMul", "Softmax", "Gemm", "Reshape", "Transpose"} & set(ops), ops
+    errs = compare(plan, onnx_path, inputs, tmp_path)
+    assert sorted(errs) == sorted(outputs)
+    assert max(errs.values()) <= 1e-4, errs
+    if (arch, head) in INT8:
+        # Calibration text over a made-up vocabulary: token k is "w<k>".
+        vocab = tmp_path / "vocab.txt"
+        vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n" +
+                         "".join(f"w{k}\n" for k in range(5, VOCAB)))
+        calib = tmp_path / "calib.jsonl"
+        rng = np.random.default_rng(3)
+        calib.write_text("".join(json.dumps({"text": " ".join(f"w{k}" for k in rng.integers(5, VOCAB, 12))}) + "\n"
+                                 for _ in range(16)))
+        plan8 = str(tmp_path / "int8.plan")
+        hotline("build", "--onnx", onnx_path, "--precision", "int8", "--calib", str(calib),
+                "--vocab", str(vocab),
+                "--profile", "1x1:2x16:4x32", "--no-tune", "-o", plan8)
+        errs8 = compare(plan8, onnx_path, inputs, tmp_path, l2=True)
+        print(f"int8 {case_id(case)} {exporter}: normalised L2 error {errs8}")
+        # 8-bit activations and weights over two layers: a few percent; a wrong scale, zero point
+        # or layout is off by far more.
+        assert max(errs8.values()) <= 0.05, errs8
+
+
+class WeakMaskEncoder(torch.nn.Module):
+    """One attention layer whose padding mask adds only -10: not a mask the packed attention can
+    stand in for, so the attention pattern must be refused at its Softmax, and said so."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.word = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.pos = torch.nn.Embedding(MAX_POS, HIDDEN)
+        self.ln = torch.nn.LayerNorm(HIDDEN)
+        self.q, self.k, self.v = (torch.nn.Linear(HIDDEN, HIDDEN) for _ in range(3))
+
+    def forward(self, input_ids, attention_mask):
+        b, s = input_ids.shape
+        x = self.ln(self.word(input_ids) + self.pos(torch.arange(s).unsqueeze(0)))
+        split = lambda t: t.view(b, s, HEADS, HIDDEN // HEADS).transpose(1, 2)
+        scores = split(self.q(x)) @ split(self.k(x)).transpose(-1, -2) / 8.0
+        scores = scores + (1.0 - attention_mask[:, None, None, :].float()) * -10.0
+        ctx = torch.softmax(scores, dim=-1) @ split(self.v(x))
+        return ctx.transpose(1, 2).reshape(b, s, HIDDEN)
+
+
+def test_unfused_model_warns_and_explains(tmp_path):
+    onnx_path = str(tmp_path / "weak.onnx")
+    args = (torch.randint(5, VOCAB, (2, 8)), torch.ones(2, 8, dtype=torch.int64))
+    torch.onnx.export(WeakMaskEncoder().eval(), args, onnx_path,
+                      input_names=["input_ids", "attention_mask"], output_names=["hidden"],
+                      dynamic_axes={k: {0: "batch", 1: "seq"} for k in
+                                    ["input_ids", "attention_mask", "hidden"]}, opset_version=14)
+    plan = str(tmp_path / "weak.plan")
+    p = hotline("build", "--onnx", onnx_path, "--no-tune", "-o", plan)  # builds, padded, warns
+    assert "WARNING: the encoder was left UNFUSED" in p.stderr, p.stderr
+    assert "attention at Softmax node" in p.stderr and "not 0 for kept and ≤ -1000" in p.stderr
+    assert json.loads(hotline("inspect", "--json", plan).stdout)["mode"] == "padded"
+    strict = hotline("build", "--onnx", onnx_path, "--no-tune", "--require-fused", "-o", plan,
+                     check=False)
+    assert strict.returncode == 3, strict.stderr
+    explain = hotline("inspect", "--explain", onnx_path).stdout
+    assert "UNFUSED" in explain and "not applied: attention at Softmax node" in explain, explain
+    # The padded plan still computes the model: against ONNX Runtime.
+    errs = compare(plan, onnx_path, ["input_ids", "attention_mask"], tmp_path)
+    assert max(errs.values()) <= 1e-4, errs
