@@ -2,6 +2,7 @@
 # Starts or stops a private redis-server for tests and local runs (never the system one).
 #   scripts/redis.sh start PORT [DIR]   # DIR default /tmp/hotline-redis-PORT; waits until it answers
 #   scripts/redis.sh stop PORT [DIR]    # stops the server started with that PORT/DIR
+#   REDIS_PASSWORD=pw scripts/redis.sh start PORT [DIR]   # clients must AUTH (redis://:pw@host)
 # The server listens on 127.0.0.1 only, keeps its pid file, log and data in DIR, and saves nothing
 # to disk (sessions are short-lived; a restart loses calls in progress, never work orders).
 set -euo pipefail
@@ -18,10 +19,12 @@ case "$cmd" in
     if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
       echo "redis.sh: already running on port $port (pid $(cat "$pidfile"))"; exit 0
     fi
+    auth=()
+    if [[ -n "${REDIS_PASSWORD:-}" ]]; then auth=(--requirepass "$REDIS_PASSWORD"); fi
     redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --pidfile "$pidfile" \
-      --dir "$dir" --logfile "$dir/redis.log" --save "" --appendonly no >/dev/null
+      --dir "$dir" --logfile "$dir/redis.log" --save "" --appendonly no "${auth[@]}" >/dev/null
     for _ in $(seq 1 100); do
-      if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+      if REDISCLI_AUTH="${REDIS_PASSWORD:-}" redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
         echo "redis.sh: redis-server on 127.0.0.1:$port (pid $(cat "$pidfile" 2>/dev/null))"; exit 0
       fi
       sleep 0.05

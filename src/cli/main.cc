@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default policy
   }
   CLI::App app{"hotline: understanding and answering 12345 citizen-hotline calls"};
+  app.set_version_flag("--version", std::string("hotline ") + HOTLINE_VERSION);
   app.require_subcommand(1);
   auto& cmds = Commands();
   std::sort(cmds.begin(), cmds.end(),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "dialog/work_order_store.h"
 #include "dialog/session_store.h"
 
 namespace hotline::dialog {
@@ -32,17 +33,34 @@ using Context = std::unique_ptr<redisContext, ContextDeleter>;
 struct RedisUrl {
   std::string host;
   int port = 6379, db = 0;
+  std::string user, password;  // AUTH [user] password when the URL carries them
 };
 
 RedisUrl ParseUrl(const std::string& url) {
   const std::string prefix = "redis://";
   auto bad = [&](const std::string& why) {
-    return Error("session store URL '" + url + "': " + why + " (expected redis://host:port[/db])",
+    // The URL is shown without its password.
+    return Error("session store URL '" + RedactUrl(url) + "': " + why +
+                     " (expected redis://[[user]:password@]host:port[/db])",
                  Code::kInvalidArgument);
   };
+  if (url.rfind("rediss://", 0) == 0) {
+    throw bad("TLS to Redis (rediss://) is not available with Debian 12's hiredis 0.14; reach a "
+              "remote Redis through a TLS tunnel on loopback (deploy/README.md)");
+  }
   if (url.rfind(prefix, 0) != 0) throw bad("does not start with redis://");
   std::string rest = url.substr(prefix.size());
   RedisUrl u;
+  const auto at = rest.rfind('@');
+  if (at != std::string::npos) {
+    const std::string userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    if (colon == std::string::npos) throw bad("credentials must be user:password or :password");
+    u.user = userinfo.substr(0, colon);
+    u.password = userinfo.substr(colon + 1);
+    if (u.password.empty()) throw bad("the password is empty");
+  }
   const auto slash = rest.find('/');
   if (slash != std::string::npos) {
     const std::string db = rest.substr(slash + 1);
@@ -69,7 +87,7 @@ RedisUrl ParseUrl(const std::string& url) {
 class RedisSessionStore : public SessionStore {
  public:
   RedisSessionStore(const std::string& url, std::chrono::seconds idle)
-      : url_(url), addr_(ParseUrl(url)), idle_(idle) {
+      : url_(RedactUrl(url)), addr_(ParseUrl(url)), idle_(idle) {
     // Connect once now so a wrong URL fails at start, not on the first call.
     Release(Acquire());
   }
@@ -181,6 +199,13 @@ class RedisSessionStore : public SessionStore {
     }
     timeval op{5, 0};
     redisSetTimeout(c.get(), op);
+    if (!addr_.password.empty()) {
+      if (addr_.user.empty()) {
+        Command(c.get(), {"AUTH", addr_.password});
+      } else {
+        Command(c.get(), {"AUTH", addr_.user, addr_.password});
+      }
+    }
     if (addr_.db != 0) Command(c.get(), {"SELECT", std::to_string(addr_.db)});
     return c;
   }

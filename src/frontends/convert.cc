@@ -161,6 +161,27 @@ void ToProto(const dialog::WorkOrder& w, hotline::v1::WorkOrder* out) {
   out->set_summary(w.summary);
   for (const auto& u : w.unverified) out->add_unverified(u);
   for (const auto& c : w.linked_calls) out->add_linked_calls(c);
+  for (const auto& n : w.notes) {
+    auto* note = out->add_notes();
+    note->set_at(n.at);
+    note->set_by(n.by);
+    note->set_text(n.text);
+    note->set_status(n.status);
+  }
+  out->set_updated_at(w.updated_at);
+}
+
+dialog::OrderQuery FromProto(const hotline::v1::ListWorkOrdersRequest& r) {
+  dialog::OrderQuery q;
+  q.status = r.status();
+  q.department = r.department();
+  q.intent = r.intent();
+  q.text = r.text();
+  q.created_from = r.created_from();
+  q.created_to = r.created_to();
+  q.limit = r.limit() == 0 ? 50 : r.limit();
+  q.offset = r.offset();
+  return q;
 }
 
 serving::TimePoint SteadyDeadline(std::chrono::system_clock::time_point deadline) {

@@ -26,6 +26,7 @@ ConverseCall FromProto(const hotline::v1::ConverseRequest& req);
 void ToProto(const ConverseResult& r, hotline::v1::ConverseResponse* out);
 void ToProto(const dialog::CallSummary& s, hotline::v1::EndCallResponse* out);
 void ToProto(const dialog::WorkOrder& w, hotline::v1::WorkOrder* out);
+dialog::OrderQuery FromProto(const hotline::v1::ListWorkOrdersRequest& r);
 
 // A wall-clock deadline (gRPC's) as a steady-clock one; system_clock::max() → TimePoint::max().
 serving::TimePoint SteadyDeadline(std::chrono::system_clock::time_point deadline);

@@ -32,11 +32,15 @@ DialogMetrics::DialogMetrics(serving::MetricsRegistry& r)
                                        {"category", "number"})),
       turn_seconds(r.AddHistogram("hotline_dialog_turn_seconds",
                                   "Per caller turn, arrival to reply (NLU and dialog step)", {},
-                                  serving::LatencyBuckets())) {
+                                  serving::LatencyBuckets())),
+      store_errors(r.AddCounter("hotline_dialog_store_errors_total",
+                                "Dialog steps and work-order calls failed on a store",
+                                {"operation"})) {
   // Series without labels exist from the start (at 0), so a rate over them is defined at once.
   handoffs.WithLabels({});
   slots_reasked.WithLabels({});
   turn_seconds.WithLabels({});
+  for (const char* op : {"turn", "read", "list", "update"}) store_errors.WithLabels({op});
 }
 
 void AuditConverse(Security* security, const std::string& client, const char* transport,
@@ -83,9 +87,46 @@ Status DialogService::GetWorkOrderSync(const std::string& id, dialog::WorkOrder*
   return future.get();
 }
 
+Status DialogService::ListWorkOrdersSync(dialog::OrderQuery query,
+                                         std::vector<dialog::WorkOrder>* out) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  ListWorkOrders(std::move(query),
+                 [&promise, out](Status s, std::vector<dialog::WorkOrder> orders) {
+                   *out = std::move(orders);
+                   promise.set_value(std::move(s));
+                 });
+  return future.get();
+}
+
+Status DialogService::UpdateWorkOrderSync(std::string id, dialog::OrderUpdate update,
+                                          dialog::WorkOrder* out) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  UpdateWorkOrder(std::move(id), std::move(update),
+                  [&promise, out](Status s, dialog::WorkOrder order) {
+                    *out = std::move(order);
+                    promise.set_value(std::move(s));
+                  });
+  return future.get();
+}
+
 #if HOTLINE_HAVE_DIALOG
 
 namespace {
+
+// Runs a store call, turning its exceptions into a status.
+template <typename F>
+Status Guarded(const char* what, F fn) {
+  try {
+    fn();
+    return Status();
+  } catch (const Error& e) {
+    return Status::FromError(e);
+  } catch (const std::exception& e) {
+    return Status(Code::kInternal, std::string(what) + " failed: " + e.what());
+  }
+}
 
 double SecondsSince(serving::TimePoint start) {
   return std::chrono::duration<double>(serving::Clock::now() - start).count();
@@ -157,6 +198,7 @@ class DialogServiceImpl final : public DialogService {
             } catch (const std::exception& e) {
               out.status = Status(Code::kInternal, std::string("dialog step failed: ") + e.what());
             }
+            CountStoreError("turn", out.status);
             Count(out, shared->call_id, start);
             (*shared_done)(std::move(out));
           },
@@ -230,6 +272,44 @@ class DialogServiceImpl final : public DialogService {
           } catch (const std::exception& e) {
             st = Status(Code::kInternal, std::string("work order lookup failed: ") + e.what());
           }
+          CountStoreError("read", st);
+          (*shared_done)(std::move(st), std::move(order));
+        },
+        [shared_done] {
+          (*shared_done)(Status(Code::kUnavailable, "the server is shutting down"), {});
+        });
+  }
+
+  void ListWorkOrders(dialog::OrderQuery query,
+                      std::function<void(Status, std::vector<dialog::WorkOrder>)> done) override {
+    auto shared_done = std::make_shared<decltype(done)>(std::move(done));
+    Post(
+        [this, query, shared_done] {
+          std::vector<dialog::WorkOrder> orders;
+          Status st = Guarded("listing work orders",
+                              [&] { orders = manager_->work_orders().List(query); });
+          CountStoreError("list", st);
+          (*shared_done)(std::move(st), std::move(orders));
+        },
+        [shared_done] {
+          (*shared_done)(Status(Code::kUnavailable, "the server is shutting down"), {});
+        });
+  }
+
+  void UpdateWorkOrder(std::string id, dialog::OrderUpdate update,
+                       std::function<void(Status, dialog::WorkOrder)> done) override {
+    if (!ValidCallId(id)) return done(BadCallId("work order id", id), {});
+    auto shared_done = std::make_shared<decltype(done)>(std::move(done));
+    Post(
+        [this, id, update, shared_done] {
+          dialog::WorkOrder order;
+          Status st = Guarded("updating a work order", [&] {
+            auto updated =
+                manager_->work_orders().Update(id, update, std::chrono::system_clock::now());
+            if (!updated) throw Error("no work order with id " + serving::RedactPii(id), Code::kNotFound);
+            order = std::move(*updated);
+          });
+          CountStoreError("update", st);
           (*shared_done)(std::move(st), std::move(order));
         },
         [shared_done] {
@@ -278,6 +358,12 @@ class DialogServiceImpl final : public DialogService {
         jobs_.pop_front();
       }
       job();
+    }
+  }
+
+  void CountStoreError(const char* operation, const Status& st) {
+    if (metrics_ && (st.code() == Code::kUnavailable || st.code() == Code::kDataLoss)) {
+      metrics_->store_errors.WithLabels({operation}).Inc();
     }
   }
 

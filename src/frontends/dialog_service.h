@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "dialog/dialog.h"
+#include "dialog/work_order_store.h"
 #include "serving/log.h"
 #include "serving/metrics.h"
 #include "serving/service.h"
@@ -45,6 +46,9 @@ struct DialogMetrics {
   serving::Family<serving::Counter>& emergency_transfers;
   // Per turn, from arrival to reply (NLU queue + model + dialog step): no labels.
   serving::Family<serving::Histogram>& turn_seconds;
+  // Dialog steps and work-order calls that failed on the session or work-order store
+  // (UNAVAILABLE or DATA_LOSS): orders may not be filed. {operation: turn|read|list|update}
+  serving::Family<serving::Counter>& store_errors;
 };
 
 struct ConverseCall {
@@ -78,6 +82,13 @@ class DialogService {
                             std::function<void(Status, dialog::WorkOrder)> done) = 0;
   Status EndCallSync(const std::string& call_id, dialog::CallSummary* out);
   Status GetWorkOrderSync(const std::string& id, dialog::WorkOrder* out);
+  // The operators' API. INVALID_ARGUMENT for a bad query or update, NOT_FOUND for no such order.
+  virtual void ListWorkOrders(dialog::OrderQuery query,
+                              std::function<void(Status, std::vector<dialog::WorkOrder>)> done) = 0;
+  virtual void UpdateWorkOrder(std::string id, dialog::OrderUpdate update,
+                               std::function<void(Status, dialog::WorkOrder)> done) = 0;
+  Status ListWorkOrdersSync(dialog::OrderQuery query, std::vector<dialog::WorkOrder>* out);
+  Status UpdateWorkOrderSync(std::string id, dialog::OrderUpdate update, dialog::WorkOrder* out);
   // Refuses new work with UNAVAILABLE, finishes what is queued, joins the workers.
   virtual void Shutdown() = 0;
 };

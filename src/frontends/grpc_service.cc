@@ -231,6 +231,45 @@ grpc::ServerUnaryReactor* HotlineGrpcService::GetWorkOrder(grpc::CallbackServerC
   return reactor;
 }
 
+grpc::ServerUnaryReactor* HotlineGrpcService::ListWorkOrders(
+    grpc::CallbackServerContext* ctx, const hotline::v1::ListWorkOrdersRequest* req,
+    hotline::v1::ListWorkOrdersResponse* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kSupervise, &client)) return denied;
+  if (!dialog_) return FinishNow(ctx, NoDialog());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  dialog_->ListWorkOrders(
+      FromProto(*req), [this, reactor, resp, client](Status s, std::vector<dialog::WorkOrder> v) {
+        if (security_) {
+          security_->Audit(client, "grpc", "list", "", s.code(),
+                           std::to_string(v.size()) + " orders");
+        }
+        for (const auto& o : v) ToProto(o, resp->add_orders());
+        reactor->Finish(ToGrpc(s));
+      });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* HotlineGrpcService::UpdateWorkOrder(
+    grpc::CallbackServerContext* ctx, const hotline::v1::UpdateWorkOrderRequest* req,
+    hotline::v1::WorkOrder* resp) {
+  std::string client;
+  if (auto* denied = Refused(security_, ctx, Role::kSupervise, &client)) return denied;
+  if (!dialog_) return FinishNow(ctx, NoDialog());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  dialog_->UpdateWorkOrder(
+      req->id(), dialog::OrderUpdate{req->status(), req->note(), client},
+      [this, reactor, resp, client, id = req->id()](Status s, dialog::WorkOrder order) {
+        if (security_) {
+          security_->Audit(client, "grpc", "update", s.ok() ? order.id : id, s.code(),
+                           s.ok() ? "status " + order.status : "");
+        }
+        if (s.ok()) ToProto(order, resp);
+        reactor->Finish(ToGrpc(s));
+      });
+  return reactor;
+}
+
 // ---- KServe v2 ----------------------------------------------------------------------------
 
 std::vector<std::string> DecodeBytesTensor(const std::string& raw) {

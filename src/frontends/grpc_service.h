@@ -26,7 +26,9 @@ using HotlineServiceBase = hotline::v1::Hotline::WithRawCallbackMethod_Understan
                     hotline::v1::Hotline::WithRawCallbackMethod_Converse<
                         hotline::v1::Hotline::WithRawCallbackMethod_EndCall<
                             hotline::v1::Hotline::WithRawCallbackMethod_GetWorkOrder<
-                                hotline::v1::Hotline::Service>>>>>>>>;
+                                hotline::v1::Hotline::WithCallbackMethod_ListWorkOrders<
+                                    hotline::v1::Hotline::WithCallbackMethod_UpdateWorkOrder<
+                                        hotline::v1::Hotline::Service>>>>>>>>>>;
 
 class HotlineGrpcService final : public HotlineServiceBase {
  public:
@@ -58,6 +60,13 @@ class HotlineGrpcService final : public HotlineServiceBase {
   grpc::ServerUnaryReactor* GetWorkOrder(grpc::CallbackServerContext* ctx,
                                          const grpc::ByteBuffer* req,
                                          grpc::ByteBuffer* resp) override;
+  // Operators (role supervise): list and search; status changes and notes.
+  grpc::ServerUnaryReactor* ListWorkOrders(grpc::CallbackServerContext* ctx,
+                                           const hotline::v1::ListWorkOrdersRequest* req,
+                                           hotline::v1::ListWorkOrdersResponse* resp) override;
+  grpc::ServerUnaryReactor* UpdateWorkOrder(grpc::CallbackServerContext* ctx,
+                                            const hotline::v1::UpdateWorkOrderRequest* req,
+                                            hotline::v1::WorkOrder* resp) override;
 
  private:
   serving::Service* const service_;

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "frontends/convert.h"
@@ -192,6 +193,75 @@ void HandleGetWorkOrder(DialogService& dialog, Security* security, const httplib
   SendProto(res, out);
 }
 
+// GET /v1/work-orders?status=&department=&intent=&text=&created_from=&created_to=&limit=&offset=
+void HandleListWorkOrders(DialogService& dialog, Security* security, const httplib::Request& req,
+                          httplib::Response& res) {
+  static const char* const kParams[] = {"status",       "department", "intent", "text",
+                                        "created_from", "created_to", "limit",  "offset"};
+  for (const auto& [name, value] : req.params) {
+    if (std::find(std::begin(kParams), std::end(kParams), name) == std::end(kParams)) {
+      return SendError(res, Status(Code::kInvalidArgument,
+                                   "unknown query parameter '" + name +
+                                       "' (expected status, department, intent, text, "
+                                       "created_from, created_to, limit, offset)"));
+    }
+  }
+  dialog::OrderQuery query;  // limit and offset as given: 0 is refused, not the default
+  query.status = req.get_param_value("status");
+  query.department = req.get_param_value("department");
+  query.intent = req.get_param_value("intent");
+  query.text = req.get_param_value("text");
+  query.created_from = req.get_param_value("created_from");
+  query.created_to = req.get_param_value("created_to");
+  for (const char* name : {"limit", "offset"}) {
+    if (!req.has_param(name)) continue;
+    const std::string v = req.get_param_value(name);
+    int n = 0;
+    size_t used = 0;
+    try {
+      n = std::stoi(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v.size()) {
+      return SendError(res, Status(Code::kInvalidArgument,
+                                   std::string(name) + " must be a whole number; got '" + v + "'"));
+    }
+    (std::string(name) == "limit" ? query.limit : query.offset) = n;
+  }
+  std::vector<dialog::WorkOrder> orders;
+  Status s = dialog.ListWorkOrdersSync(std::move(query), &orders);
+  if (security) {
+    security->Audit(security->ClientName(Credential(req)), "http", "list", "", s.code(),
+                    std::to_string(orders.size()) + " orders");
+  }
+  if (!s.ok()) return SendError(res, s);
+  hotline::v1::ListWorkOrdersResponse out;
+  for (const auto& o : orders) ToProto(o, out.add_orders());
+  SendProto(res, out);
+}
+
+// PATCH /v1/work-orders/{id} {"status": "...", "note": "..."}
+void HandleUpdateWorkOrder(DialogService& dialog, Security* security, const httplib::Request& req,
+                           httplib::Response& res) {
+  if (!CheckJsonObject(req, res, false)) return;
+  hotline::v1::UpdateWorkOrderRequest in;
+  if (!ParseBody(req, res, &in)) return;
+  const std::string id = req.matches[1].str();
+  const std::string client = security ? security->ClientName(Credential(req)) : "anonymous";
+  dialog::WorkOrder order;
+  Status s = dialog.UpdateWorkOrderSync(id, dialog::OrderUpdate{in.status(), in.note(), client},
+                                        &order);
+  if (security) {
+    security->Audit(client, "http", "update", s.ok() ? order.id : id, s.code(),
+                    s.ok() ? "status " + order.status : "");
+  }
+  if (!s.ok()) return SendError(res, s);
+  hotline::v1::WorkOrder out;
+  ToProto(order, &out);
+  SendProto(res, out);
+}
+
 }  // namespace
 
 void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
@@ -225,6 +295,16 @@ void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
                if (!dialog) return SendNoDialog(res);
                HandleGetWorkOrder(*dialog, security, req, res);
              });
+  server.Get("/v1/work-orders",
+             [dialog, security](const httplib::Request& req, httplib::Response& res) {
+               if (!dialog) return SendNoDialog(res);
+               HandleListWorkOrders(*dialog, security, req, res);
+             });
+  server.Patch(R"(/v1/work-orders/([^/]+))",
+               [dialog, security](const httplib::Request& req, httplib::Response& res) {
+                 if (!dialog) return SendNoDialog(res);
+                 HandleUpdateWorkOrder(*dialog, security, req, res);
+               });
   server.Post("/v1/understand", [&service](const httplib::Request& req, httplib::Response& res) {
     HandleUnderstand(service, req, res);
   });

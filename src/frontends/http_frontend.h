@@ -8,7 +8,10 @@
 //   GET  /v1/models       ListModelsResponse
 //   POST /v1/converse     ConverseRequest → ConverseResponse (one caller turn). X-Timeout-Ms too.
 //   POST /v1/calls/{call_id}/end    (body empty or {}) → EndCallResponse; 404 for an unknown call
-//   GET  /v1/work-orders/{id}       WorkOrder; 404 when unknown
+//   GET  /v1/work-orders/{id}       WorkOrder; 404 when unknown (role read_orders)
+//   GET  /v1/work-orders?status=&department=&intent=&text=&created_from=&created_to=&limit=&offset=
+//                         ListWorkOrdersResponse, newest first (role supervise)
+//   PATCH /v1/work-orders/{id}      {"status", "note"} → WorkOrder (role supervise)
 //                         The dialog routes answer 501 UNIMPLEMENTED when the server has no
 //                         dialog configured.
 //   GET  /metrics         Prometheus text format (role supervise)
