@@ -303,7 +303,8 @@ class FirstTokenOp : public PreparedOp {
 class ElementwiseOp : public PreparedOp {
  public:
   ElementwiseOp(const Graph& g, const Node& n, const OpShapes& s)
-      : op_(n.op), inner_(s.out_inner[0]) {
+      : op_(n.op), inner_(s.out_inner[0]),
+        gelu_tanh_(n.op == "Gelu" && n.s("approximate", "none") == "tanh") {
     if (n.inputs.size() == 2) {
       for (int k = 0; k < 2; ++k) {
         if (s.in_const[k]) {
@@ -317,6 +318,14 @@ class ElementwiseOp : public PreparedOp {
     const int64_t n = int64_t(a.rows) * inner_;
     float* y = static_cast<float*>(a.out[0]);
     const float* x = static_cast<const float*>(a.in[const_index_ == 0 ? 1 : 0]);
+    if (gelu_tanh_) {  // GELU's tanh form (e.g. ALBERT's gelu_new), as ONNX defines it
+#pragma omp parallel for schedule(static)
+      for (int64_t e = 0; e < n; ++e) {
+        const float v = x[e];
+        y[e] = 0.5f * v * (1.f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
+      }
+      return;
+    }
     if (op_ == "Gelu") {
       cpu::Gelu(x, n, y);
       return;
@@ -347,6 +356,7 @@ class ElementwiseOp : public PreparedOp {
  private:
   std::string op_;
   int64_t inner_;
+  bool gelu_tanh_;
   std::vector<float> konst_;
   int const_index_ = -1;
 };

@@ -122,6 +122,61 @@ void Gelus(Rewriter& rw) {
   rw.Commit();
 }
 
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) → Gelu(approximate="tanh") (gelu_new,
+// gelu_pytorch_tanh), in the orders the exporters write it.
+void TanhGelus(Rewriter& rw) {
+  Graph& g = *rw.g();
+  auto scaled = [&](const std::string& v, float c, std::string* other) -> const Node* {
+    const Node* m = rw.ProdOp(v, "Mul");
+    if (!m || !rw.SingleUse(v)) return nullptr;
+    for (int k = 0; k < 2; ++k) {
+      if (Near(rw.Scalar(m->inputs[k]), c, 1e-4f)) {
+        *other = m->inputs[1 - k];
+        return m;
+      }
+    }
+    return nullptr;
+  };
+  for (const Node& t : g.nodes) {
+    if (t.op != "Tanh") continue;
+    std::string a, m, x;
+    if (!scaled(t.inputs[0], 0.7978845608f, &a)) continue;
+    const Node* add = rw.ProdOp(a, "Add");
+    if (!add || !rw.SingleUse(a)) continue;
+    for (int k = 0; k < 2 && x.empty(); ++k) {
+      std::string p;
+      if (!scaled(add->inputs[k], 0.044715f, &p)) continue;
+      const Node* pw = rw.ProdOp(p, "Pow");
+      if (pw && rw.SingleUse(p) && Near(rw.Scalar(pw->inputs[1]), 3.f) &&
+          pw->inputs[0] == add->inputs[1 - k]) {
+        x = pw->inputs[0];
+      }
+    }
+    if (x.empty()) continue;
+    const Node* u = rw.OnlyConsumer(t.outputs[0], "Add");
+    if (!u || !Near(rw.Scalar(Rewriter::Other(*u, t.outputs[0])), 1.f)) continue;
+    const Node* m1 = rw.OnlyConsumer(u->outputs[0], "Mul");
+    if (!m1) continue;
+    const std::string o1 = Rewriter::Other(*m1, u->outputs[0]);
+    const Node* last = nullptr;
+    std::string half;
+    if (o1 == x) {  // (x * u) * 0.5
+      const Node* m2 = rw.OnlyConsumer(m1->outputs[0], "Mul");
+      if (m2 && Near(rw.Scalar(Rewriter::Other(*m2, m1->outputs[0])), 0.5f)) last = m2;
+    } else if (Near(rw.Scalar(o1), 0.5f)) {  // x * (u * 0.5)
+      const Node* m2 = rw.OnlyConsumer(m1->outputs[0], "Mul");
+      if (m2 && Rewriter::Other(*m2, m1->outputs[0]) == x) last = m2;
+    } else if (scaled(o1, 0.5f, &half) && half == x) {  // (x * 0.5) * u
+      last = m1;
+    }
+    if (!last) continue;
+    Node gelu = MakeNode(t.name + "/Gelu", "Gelu", {x}, {last->outputs[0]});
+    gelu.attrs["approximate"] = Attr{std::string("tanh")};
+    rw.Replace(last, {gelu});
+  }
+  rw.Commit();
+}
+
 void Denses(Rewriter& rw) {
   Graph& g = *rw.g();
   for (const Node& n : g.nodes) {
@@ -267,6 +322,7 @@ void Canonicalize(Graph* g, const ShapeInfo& shapes, FusionReport* report) {
   Rewriter rw(g);
   LayerNorms(rw, shapes);
   Gelus(rw);
+  TanhGelus(rw);
   Denses(rw);
 }
 
@@ -301,9 +357,9 @@ std::string PackedIncompatibility(const Graph& g, const ShapeInfo& s) {
   };
   for (const auto& n : g.nodes) {
     if (!kOps.count(n.op)) return n.Describe() + " has no packed implementation";
-    if (n.op == "Gelu" && n.s("approximate", "none") != "none") {
-      return n.Describe() + ": the packed executors run the erf GELU only, not approximate=" +
-             n.s("approximate", "");
+    if (n.op == "Gelu" && n.s("approximate", "none") != "none" &&
+        n.s("approximate", "none") != "tanh") {
+      return n.Describe() + ": GELU approximate=" + n.s("approximate", "") + " is not an ONNX form";
     }
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const std::string& in = n.inputs[k];

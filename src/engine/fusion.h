@@ -1,7 +1,8 @@
 // Pattern rewrites, in two stages.
 //
 // Canonicalize (valid for any layout, padded included): LayerNormalization and the decomposed
-// ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add form → LayerNorm; the erf GELU formula → Gelu;
+// ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add form → LayerNorm; the erf GELU formula → Gelu, its tanh
+// form → Gelu(approximate=tanh);
 // MatMul(+Add bias) with constant weights and Gemm → Dense; Dense + Gelu/Tanh → Dense with an
 // epilogue; LayerNorm(a + b) → LayerNorm with a residual input.
 //

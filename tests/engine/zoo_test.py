@@ -2,7 +2,7 @@
 exporter this torch has, must build into a fused CPU plan that matches ONNX Runtime.
 
 Each model is made here from a tiny config (random weights, nothing downloaded): BERT, RoBERTa,
-ALBERT (shared layers, factorised embeddings), DistilBERT (masked_fill attention, no token types),
+ALBERT (shared layers, factorised embeddings, tanh GELU), DistilBERT (masked_fill attention, no token types),
 ELECTRA (discriminator, projected embeddings); heads: last_hidden_state (with and without a pooler),
 sequence classification, token classification. For each:
   - `hotline build --require-fused` at FP32 (exit 3 when a pattern does not apply),
@@ -39,7 +39,7 @@ def config(arch):
                                pad_token_id=1, **common)
     if arch == "albert":
         return t.AlbertConfig(max_position_embeddings=MAX_POS, embedding_size=16,
-                              hidden_act="gelu", **common)
+                              **common)  # ALBERT's own activation: gelu_new (tanh GELU)
     if arch == "electra":
         return t.ElectraConfig(max_position_embeddings=MAX_POS, embedding_size=16, **common)
     if arch == "distilbert":

@@ -229,7 +229,12 @@ class FirstTokenOp : public PreparedOp {
 
 class UnaryOp : public PreparedOp {
  public:
-  UnaryOp(const Node& n, const OpShapes& s) : op_(n.op), inner_(s.out_inner[0]) {}
+  UnaryOp(const Node& n, const OpShapes& s) : op_(n.op), inner_(s.out_inner[0]) {
+    if (n.op == "Gelu" && n.s("approximate", "none") != "none") {  // only the erf GELU here
+      throw Error(n.Describe() + ": the CUDA node ops have no GELU approximate=" +
+                  n.s("approximate", ""), Code::kUnimplemented);
+    }
+  }
   void Run(const LaunchArgs& a) const override {
     const int64_t n = int64_t(a.rows) * inner_;
     if (op_ == "Identity") {
