@@ -199,6 +199,13 @@ const std::vector<SqliteMigration>& SqliteMigrations() {
         "CREATE INDEX IF NOT EXISTS order_notes_order ON order_notes(order_id)",
         "CREATE INDEX IF NOT EXISTS work_orders_created ON work_orders(created_at)"},
        {"updated_at TEXT NOT NULL DEFAULT ''"}},
+      {"webhook outbox",
+       {"CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " order_id TEXT NOT NULL REFERENCES work_orders(id), created_at TEXT NOT NULL,"
+        " attempts INTEGER NOT NULL DEFAULT 0, next_at INTEGER NOT NULL,"
+        " delivered_at TEXT NOT NULL DEFAULT '', last_error TEXT NOT NULL DEFAULT '')",
+        "CREATE INDEX IF NOT EXISTS outbox_due ON outbox(delivered_at, next_at)"},
+       {}},
   };
   return kMigrations;
 }
@@ -221,6 +228,12 @@ class SqliteStore final : public WorkOrderStore {
   std::optional<WorkOrder> Update(const std::string& id, const OrderUpdate& update,
                                   std::chrono::system_clock::time_point now) override;
   int SchemaVersion() override;
+  std::vector<OutboxItem> ClaimOutbox(int limit, std::chrono::system_clock::time_point now,
+                                      std::chrono::seconds lease) override;
+  void OutboxDelivered(int64_t seq, std::chrono::system_clock::time_point now) override;
+  void OutboxFailed(int64_t seq, std::chrono::system_clock::time_point retry_at,
+                    const std::string& error) override;
+  int64_t OutboxPending() override;
 
  private:
   std::optional<WorkOrder> GetLocked(const std::string& key);
@@ -360,6 +373,12 @@ WorkOrder SqliteStore::Create(WorkOrder order, std::chrono::system_clock::time_p
   if (sqlite3_step(ins.get()) != SQLITE_DONE) Fail("insert", true);
   ins.reset();
   next.reset();
+  if (outbox_) {
+    Stmt q = Prepare("INSERT INTO outbox (order_id, created_at, next_at) VALUES (?, ?, 0)");
+    sqlite3_bind_text(q.get(), 1, order.id.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(q.get(), 2, order.created_at.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(q.get()) != SQLITE_DONE) Fail("queueing the order for delivery", true);
+  }
   if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) Fail("commit", true);
   return order;
 }
@@ -544,6 +563,65 @@ std::optional<WorkOrder> SqliteStore::Update(const std::string& id, const OrderU
   order->updated_at = at;
   order->notes.push_back({at, update.by, update.note, update.status});
   return order;
+}
+
+int64_t UnixMillis(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+std::vector<OutboxItem> SqliteStore::ClaimOutbox(int limit,
+                                                 std::chrono::system_clock::time_point now,
+                                                 std::chrono::seconds lease) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Exec("BEGIN IMMEDIATE");  // claims by several processes on one file never overlap
+  std::vector<OutboxItem> out;
+  {
+    Stmt q = Prepare("SELECT seq, order_id, attempts FROM outbox WHERE delivered_at = '' AND"
+                     " next_at <= ? ORDER BY seq LIMIT ?");
+    sqlite3_bind_int64(q.get(), 1, UnixMillis(now));
+    sqlite3_bind_int(q.get(), 2, limit);
+    int rc;
+    while ((rc = sqlite3_step(q.get())) == SQLITE_ROW)
+      out.push_back({sqlite3_column_int64(q.get(), 0), ColumnText(q.get(), 1),
+                     sqlite3_column_int(q.get(), 2)});
+    if (rc != SQLITE_DONE) Fail("reading the outbox", true);
+    Stmt up = Prepare("UPDATE outbox SET next_at = ? WHERE seq = ?");
+    for (const OutboxItem& item : out) {
+      sqlite3_reset(up.get());
+      sqlite3_bind_int64(up.get(), 1, UnixMillis(now + lease));
+      sqlite3_bind_int64(up.get(), 2, item.seq);
+      if (sqlite3_step(up.get()) != SQLITE_DONE) Fail("leasing an outbox entry", true);
+    }
+  }
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) Fail("commit", true);
+  return out;
+}
+
+void SqliteStore::OutboxDelivered(int64_t seq, std::chrono::system_clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q = Prepare("UPDATE outbox SET delivered_at = ?, attempts = attempts + 1 WHERE seq = ?");
+  const std::string at = FormatRfc3339Utc(now);
+  sqlite3_bind_text(q.get(), 1, at.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(q.get(), 2, seq);
+  if (sqlite3_step(q.get()) != SQLITE_DONE) Fail("marking a delivery", false);
+}
+
+void SqliteStore::OutboxFailed(int64_t seq, std::chrono::system_clock::time_point retry_at,
+                               const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q = Prepare(
+      "UPDATE outbox SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE seq = ?");
+  sqlite3_bind_int64(q.get(), 1, UnixMillis(retry_at));
+  sqlite3_bind_text(q.get(), 2, error.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(q.get(), 3, seq);
+  if (sqlite3_step(q.get()) != SQLITE_DONE) Fail("recording a failed delivery", false);
+}
+
+int64_t SqliteStore::OutboxPending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q = Prepare("SELECT COUNT(*) FROM outbox WHERE delivered_at = ''");
+  if (sqlite3_step(q.get()) != SQLITE_ROW) Fail("counting the outbox", false);
+  return sqlite3_column_int64(q.get(), 0);
 }
 
 }  // namespace

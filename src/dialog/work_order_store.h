@@ -16,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,13 @@ struct OrderQuery {
   std::string created_from, created_to;  // RFC 3339 UTC, inclusive
   int limit = 50;                        // 1..500
   int offset = 0;
+};
+
+// An order waiting in the outbox for delivery to the city's work-order system.
+struct OutboxItem {
+  int64_t seq = 0;  // the outbox entry
+  std::string order_id;
+  int attempts = 0;  // deliveries tried so far
 };
 
 // An operator's change: a new status and/or a note; one of them at least.
@@ -82,12 +90,27 @@ class WorkOrderStore {
   // The schema version the store is at (the highest migration applied).
   virtual int SchemaVersion() = 0;
 
+  // The outbox (webhook delivery). Once enabled, Create queues each new order in the same
+  // transaction that stores it, so an order is never stored without its delivery pending.
+  void EnableOutbox() { outbox_ = true; }
+  // Up to `limit` entries due at `now`, oldest first, each leased until now + `lease` (no other
+  // server claims them meanwhile; an entry whose deliverer died is claimed again after it).
+  virtual std::vector<OutboxItem> ClaimOutbox(int limit, std::chrono::system_clock::time_point now,
+                                              std::chrono::seconds lease) = 0;
+  virtual void OutboxDelivered(int64_t seq, std::chrono::system_clock::time_point now) = 0;
+  // Counts an attempt and sets when to try again.
+  virtual void OutboxFailed(int64_t seq, std::chrono::system_clock::time_point retry_at,
+                            const std::string& error) = 0;
+  // Entries not yet delivered.
+  virtual int64_t OutboxPending() = 0;
+
   // The file path, or the URL without its password.
   const std::string& path() const { return path_; }
 
  protected:
   explicit WorkOrderStore(std::string path) : path_(std::move(path)) {}
   const std::string path_;
+  bool outbox_ = false;
 };
 
 // The backends, for tests that name one (Open picks by the location's form).

@@ -1,6 +1,7 @@
 // The PostgreSQL work-order backend (libpq): several servers on several hosts share orders.
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cctype>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -49,6 +50,11 @@ const std::vector<std::vector<std::string>>& PgMigrations() {
        "CREATE INDEX order_notes_order ON order_notes(order_id)",
        "CREATE INDEX work_orders_created ON work_orders(created_at)",
        "ALTER TABLE work_orders ADD COLUMN updated_at TEXT NOT NULL DEFAULT ''"},
+      {"CREATE TABLE outbox (seq BIGSERIAL PRIMARY KEY,"
+       " order_id TEXT NOT NULL REFERENCES work_orders(id), created_at TEXT NOT NULL,"
+       " attempts INTEGER NOT NULL DEFAULT 0, next_at BIGINT NOT NULL,"
+       " delivered_at TEXT NOT NULL DEFAULT '', last_error TEXT NOT NULL DEFAULT '')",
+       "CREATE INDEX outbox_due ON outbox(delivered_at, next_at)"},
   };
   return kMigrations;
 }
@@ -80,6 +86,12 @@ class PgStore final : public WorkOrderStore {
   std::optional<WorkOrder> Update(const std::string& id, const OrderUpdate& update,
                                   std::chrono::system_clock::time_point now) override;
   int SchemaVersion() override;
+  std::vector<OutboxItem> ClaimOutbox(int limit, std::chrono::system_clock::time_point now,
+                                      std::chrono::seconds lease) override;
+  void OutboxDelivered(int64_t seq, std::chrono::system_clock::time_point now) override;
+  void OutboxFailed(int64_t seq, std::chrono::system_clock::time_point retry_at,
+                    const std::string& error) override;
+  int64_t OutboxPending() override;
 
  private:
   void Connect();
@@ -259,6 +271,10 @@ WorkOrder PgStore::Create(WorkOrder order, std::chrono::system_clock::time_point
          {o.id, OrderKey(o.id), day, n, o.call_id, o.department, o.intent, o.caller_text,
           o.created_at, o.status, SlotsToJson(o.slots), o.summary,
           nlohmann::json(o.unverified).dump(), o.place_key});
+    if (outbox_) {
+      Exec("INSERT INTO outbox (order_id, created_at, next_at) VALUES ($1, $2, 0)",
+           {o.id, o.created_at});
+    }
     return o;
   });
 }
@@ -359,6 +375,59 @@ std::optional<WorkOrder> PgStore::Update(const std::string& id, const OrderUpdat
     order->updated_at = at;
     order->notes.push_back({at, update.by, update.note, update.status});
     return order;
+  });
+}
+
+std::string Millis(std::chrono::system_clock::time_point t) {
+  return std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
+}
+
+std::vector<OutboxItem> PgStore::ClaimOutbox(int limit, std::chrono::system_clock::time_point now,
+                                             std::chrono::seconds lease) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Transaction("claiming outbox entries", [&] {
+    // SKIP LOCKED: servers claiming together take different entries.
+    Result r = Exec(
+        "UPDATE outbox SET next_at = $1 WHERE seq IN (SELECT seq FROM outbox WHERE"
+        " delivered_at = '' AND next_at <= $2 ORDER BY seq LIMIT $3::int FOR UPDATE SKIP LOCKED)"
+        " RETURNING seq, order_id, attempts",
+        {Millis(now + lease), Millis(now), std::to_string(limit)});
+    std::vector<OutboxItem> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      out.push_back({std::atoll(PQgetvalue(r.get(), i, 0)), PQgetvalue(r.get(), i, 1),
+                     std::atoi(PQgetvalue(r.get(), i, 2))});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const OutboxItem& a, const OutboxItem& b) { return a.seq < b.seq; });
+    return out;
+  });
+}
+
+void PgStore::OutboxDelivered(int64_t seq, std::chrono::system_clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction("marking a delivery", [&] {
+    Exec("UPDATE outbox SET delivered_at = $1, attempts = attempts + 1 WHERE seq = $2",
+         {FormatRfc3339Utc(now), std::to_string(seq)});
+    return 0;
+  });
+}
+
+void PgStore::OutboxFailed(int64_t seq, std::chrono::system_clock::time_point retry_at,
+                           const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction("recording a failed delivery", [&] {
+    Exec("UPDATE outbox SET attempts = attempts + 1, next_at = $1, last_error = $2 WHERE seq = $3",
+         {Millis(retry_at), error, std::to_string(seq)});
+    return 0;
+  });
+}
+
+int64_t PgStore::OutboxPending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Transaction("counting the outbox", [&] {
+    Result r = Exec("SELECT COUNT(*) FROM outbox WHERE delivered_at = ''");
+    return int64_t(std::atoll(PQgetvalue(r.get(), 0, 0)));
   });
 }
 

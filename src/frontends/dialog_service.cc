@@ -1,5 +1,12 @@
 #include "frontends/dialog_service.h"
 
+#include <google/protobuf/util/json_util.h>
+#include <httplib.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "frontends/convert.h"
 #include "frontends/security.h"
 
 #include <condition_variable>
@@ -30,6 +37,11 @@ DialogMetrics::DialogMetrics(serving::MetricsRegistry& r)
       emergency_transfers(r.AddCounter("hotline_dialog_emergency_transfers_total",
                                        "Emergencies sent to an emergency number",
                                        {"category", "number"})),
+      webhook_deliveries(r.AddCounter("hotline_webhook_deliveries_total",
+                                      "Work orders POSTed to the city's system, by result",
+                                      {"result"})),
+      webhook_pending(r.AddGauge("hotline_webhook_pending",
+                                 "Work orders waiting in the outbox for delivery")),
       turn_seconds(r.AddHistogram("hotline_dialog_turn_seconds",
                                   "Per caller turn, arrival to reply (NLU and dialog step)", {},
                                   serving::LatencyBuckets())),
@@ -40,7 +52,8 @@ DialogMetrics::DialogMetrics(serving::MetricsRegistry& r)
   handoffs.WithLabels({});
   slots_reasked.WithLabels({});
   turn_seconds.WithLabels({});
-  for (const char* op : {"turn", "read", "list", "update"}) store_errors.WithLabels({op});
+  for (const char* op : {"turn", "read", "list", "update", "outbox"}) store_errors.WithLabels({op});
+  for (const char* result : {"ok", "error"}) webhook_deliveries.WithLabels({result});
 }
 
 void AuditConverse(Security* security, const std::string& client, const char* transport,
@@ -149,8 +162,18 @@ std::string LoggedId(const std::string& id) {
 class DialogServiceImpl final : public DialogService {
  public:
   DialogServiceImpl(serving::Service* service, std::unique_ptr<dialog::DialogManager> manager,
-                    DialogMetrics* metrics, serving::Logger* logger, int workers)
-      : service_(service), manager_(std::move(manager)), metrics_(metrics), logger_(logger) {
+                    DialogMetrics* metrics, serving::Logger* logger, int workers,
+                    WebhookConfig webhook)
+      : service_(service),
+        manager_(std::move(manager)),
+        metrics_(metrics),
+        logger_(logger),
+        webhook_(std::move(webhook)) {
+    if (!webhook_.url.empty()) {
+      client_ = MakeClient();  // a bad URL fails here, before any call is taken
+      manager_->work_orders().EnableOutbox();
+      deliverer_ = std::thread([this] { Deliver(); });
+    }
     for (int i = 0; i < std::max(1, workers); ++i) threads_.emplace_back([this] { Work(); });
   }
   ~DialogServiceImpl() override { Shutdown(); }
@@ -324,7 +347,9 @@ class DialogServiceImpl final : public DialogService {
       stop_ = true;
     }
     cv_.notify_all();
+    stop_cv_.notify_all();
     for (std::thread& t : threads_) t.join();
+    if (deliverer_.joinable()) deliverer_.join();  // an entry in flight is retried by its lease
   }
 
  private:
@@ -358,6 +383,112 @@ class DialogServiceImpl final : public DialogService {
         jobs_.pop_front();
       }
       job();
+    }
+  }
+
+  struct Target {
+    std::string origin, path;  // "https://host:port", "/orders"
+  };
+
+  Target ParseWebhookUrl() const {
+    const std::string& url = webhook_.url;
+    const bool ok = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+    if (!ok) {
+      throw Error("dialog.webhook.url must start with http:// or https://", Code::kInvalidArgument);
+    }
+    const size_t slash = url.find('/', url.find("://") + 3);
+    Target t{url.substr(0, slash), slash == std::string::npos ? "/" : url.substr(slash)};
+    if (t.origin.size() <= url.find("://") + 3) {
+      throw Error("dialog.webhook.url has no host", Code::kInvalidArgument);
+    }
+    return t;
+  }
+
+  std::unique_ptr<httplib::Client> MakeClient() {
+    target_ = ParseWebhookUrl();
+    auto c = std::make_unique<httplib::Client>(target_.origin);
+    const auto secs = std::chrono::duration<double>(webhook_.timeout_s);
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(secs).count();
+    c->set_connection_timeout(time_t(us / 1000000), time_t(us % 1000000));
+    c->set_read_timeout(time_t(us / 1000000), time_t(us % 1000000));
+    c->set_write_timeout(time_t(us / 1000000), time_t(us % 1000000));
+    if (!webhook_.ca.empty()) c->set_ca_cert_path(webhook_.ca.c_str());
+    if (!webhook_.token_env.empty()) {
+      const char* token = std::getenv(webhook_.token_env.c_str());
+      if (!token || !*token) {
+        throw Error("dialog.webhook.token_env names " + webhook_.token_env + ", which is unset",
+                    Code::kInvalidArgument);
+      }
+      c->set_bearer_token_auth(token);
+    }
+    return c;
+  }
+
+  // Back-off after the n-th failed attempt (n >= 1): retry_min_s * 2^(n-1), at most retry_max_s.
+  std::chrono::milliseconds Backoff(int n) const {
+    const double s = std::min(webhook_.retry_max_s,
+                              webhook_.retry_min_s * std::pow(2.0, std::min(n - 1, 30)));
+    return std::chrono::milliseconds(int64_t(s * 1000));
+  }
+
+  // One POST; "" on a 2xx answer, else what went wrong.
+  std::string Post(const dialog::WorkOrder& order) {
+    hotline::v1::WorkOrder msg;
+    ToProto(order, &msg);
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.preserve_proto_field_names = true;
+    opts.always_print_primitive_fields = true;
+    std::string body;
+    if (!google::protobuf::util::MessageToJsonString(msg, &body, opts).ok())
+      return "cannot encode the order";
+    httplib::Headers headers = {{"Idempotency-Key", order.id}};
+    auto res = client_->Post(target_.path, headers, body, "application/json");
+    if (!res) return "no answer: " + httplib::to_string(res.error());
+    if (res->status < 200 || res->status > 299) return "HTTP " + std::to_string(res->status);
+    return "";
+  }
+
+  // The deliverer: claims due outbox entries and POSTs them until stopped.
+  void Deliver() {
+    dialog::WorkOrderStore& store = manager_->work_orders();
+    const auto lease = std::chrono::seconds(int64_t(webhook_.timeout_s * 2) + 10);
+    const auto idle = std::chrono::milliseconds(int64_t(webhook_.poll_s * 1000));
+    while (!stopping()) {
+      std::vector<dialog::OutboxItem> due;
+      try {
+        due = store.ClaimOutbox(16, std::chrono::system_clock::now(), lease);
+        for (const dialog::OutboxItem& item : due) {
+          std::optional<dialog::WorkOrder> order = store.Get(item.order_id);
+          const std::string error = order ? Post(*order) : "the order is gone from the store";
+          const auto now = std::chrono::system_clock::now();
+          if (error.empty()) {
+            store.OutboxDelivered(item.seq, now);
+          } else {
+            store.OutboxFailed(item.seq, now + Backoff(item.attempts + 1), error);
+          }
+          if (metrics_) metrics_->webhook_deliveries.WithLabels({error.empty() ? "ok" : "error"}).Inc();
+          if (logger_) {
+            nlohmann::json f = {{"work_order_id", serving::RedactPii(item.order_id)},
+                                {"attempt", item.attempts + 1}};
+            if (error.empty()) {
+              logger_->Info("webhook_delivered", std::move(f));
+            } else {
+              f["error"] = serving::RedactPii(error);
+              logger_->Warn("webhook_failed", std::move(f));
+            }
+          }
+        }
+        if (metrics_) metrics_->webhook_pending.WithLabels({}).Set(double(store.OutboxPending()));
+      } catch (const std::exception& e) {
+        // The store is away (a PostgreSQL restart): the entries stay queued; try again later.
+        CountStoreError("outbox", Status(Code::kUnavailable, e.what()));
+        if (logger_) logger_->Warn("webhook_outbox", {{"error", serving::RedactPii(e.what())}});
+        due.clear();
+      }
+      if (due.empty()) {
+        std::unique_lock<std::mutex> lock(mu_);
+        stop_cv_.wait_for(lock, idle, [this] { return stop_; });
+      }
     }
   }
 
@@ -430,6 +561,11 @@ class DialogServiceImpl final : public DialogService {
   std::deque<std::function<void()>> jobs_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
+  const WebhookConfig webhook_;
+  Target target_;
+  std::unique_ptr<httplib::Client> client_;
+  std::thread deliverer_;
+  std::condition_variable stop_cv_;  // wakes the deliverer at shutdown (cv_ is the workers')
 };
 
 }  // namespace
@@ -437,8 +573,9 @@ class DialogServiceImpl final : public DialogService {
 std::unique_ptr<DialogService> CreateDialogService(serving::Service* service,
                                                    std::unique_ptr<dialog::DialogManager> manager,
                                                    DialogMetrics* metrics, serving::Logger* logger,
-                                                   int workers) {
-  return std::make_unique<DialogServiceImpl>(service, std::move(manager), metrics, logger, workers);
+                                                   int workers, WebhookConfig webhook) {
+  return std::make_unique<DialogServiceImpl>(service, std::move(manager), metrics, logger, workers,
+                                             std::move(webhook));
 }
 
 #endif  // HOTLINE_HAVE_DIALOG

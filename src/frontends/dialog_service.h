@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "dialog/dialog.h"
 #include "dialog/work_order_store.h"
+#include "frontends/webhook.h"
 #include "serving/log.h"
 #include "serving/metrics.h"
 #include "serving/service.h"
@@ -44,10 +45,13 @@ struct DialogMetrics {
   serving::Family<serving::Counter>& merged_orders;
   // Emergencies sent to 110/119/120/122 {category, number}.
   serving::Family<serving::Counter>& emergency_transfers;
+  // Webhook deliveries {result: ok|error}, and orders still waiting for one.
+  serving::Family<serving::Counter>& webhook_deliveries;
+  serving::Family<serving::Gauge>& webhook_pending;
   // Per turn, from arrival to reply (NLU queue + model + dialog step): no labels.
   serving::Family<serving::Histogram>& turn_seconds;
   // Dialog steps and work-order calls that failed on the session or work-order store
-  // (UNAVAILABLE or DATA_LOSS): orders may not be filed. {operation: turn|read|list|update}
+  // (UNAVAILABLE or DATA_LOSS): orders may not be filed. {operation: turn|read|list|update|outbox}
   serving::Family<serving::Counter>& store_errors;
 };
 
@@ -104,10 +108,12 @@ bool ValidCallId(const std::string& id);
 
 #if HOTLINE_HAVE_DIALOG
 // `service`, `metrics` and `logger` (nullable) must outlive the result.
+// With webhook.url set, turns the store's outbox on and runs a deliverer thread. Throws
+// hotline::Error(kInvalidArgument) for a webhook URL it cannot use.
 std::unique_ptr<DialogService> CreateDialogService(serving::Service* service,
                                                    std::unique_ptr<dialog::DialogManager> manager,
                                                    DialogMetrics* metrics, serving::Logger* logger,
-                                                   int workers);
+                                                   int workers, WebhookConfig webhook = {});
 #endif
 
 }  // namespace hotline::frontends

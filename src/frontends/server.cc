@@ -36,13 +36,13 @@ void ReadDialog(const YAML::Node& node, const std::string& file, DialogServerCon
   out->enabled = true;
   if (node.IsNull()) return;
   if (!node.IsMap()) throw Error(file + ": key 'dialog' must be a mapping");
-  static const char* const kKeys[] = {"config", "session_store", "work_order_db", "taxonomy",
-                                      "workers"};
+  static const char* const kKeys[] = {"config",   "session_store", "work_order_db",
+                                      "taxonomy", "workers",       "webhook"};
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       throw Error(file + ": unknown key 'dialog." + key +
-                  "' (expected config, session_store, work_order_db, taxonomy, workers)");
+                  "' (expected config, session_store, work_order_db, taxonomy, workers, webhook)");
     }
   }
   const std::string where = file + " (dialog)";
@@ -53,6 +53,33 @@ void ReadDialog(const YAML::Node& node, const std::string& file, DialogServerCon
   Read(node, "workers", &out->workers, where);
   if (out->workers < 1 || out->workers > 256) {
     throw Error(file + ": dialog.workers must be 1..256; got " + std::to_string(out->workers));
+  }
+  if (const YAML::Node w = node["webhook"]) {
+    if (!w.IsMap()) throw Error(file + ": dialog.webhook must be a mapping");
+    static const char* const kWebhook[] = {"url",     "timeout_s", "retry_min_s", "retry_max_s",
+                                           "poll_s",  "ca",        "token_env"};
+    for (const auto& kv : w) {
+      const std::string key = kv.first.as<std::string>();
+      if (std::find(std::begin(kWebhook), std::end(kWebhook), key) == std::end(kWebhook)) {
+        throw Error(file + ": unknown key 'dialog.webhook." + key +
+                    "' (expected url, timeout_s, retry_min_s, retry_max_s, poll_s, ca, token_env)");
+      }
+    }
+    const std::string at = file + " (dialog.webhook)";
+    WebhookConfig& h = out->webhook;
+    Read(w, "url", &h.url, at);
+    Read(w, "timeout_s", &h.timeout_s, at);
+    Read(w, "retry_min_s", &h.retry_min_s, at);
+    Read(w, "retry_max_s", &h.retry_max_s, at);
+    Read(w, "poll_s", &h.poll_s, at);
+    Read(w, "ca", &h.ca, at);
+    Read(w, "token_env", &h.token_env, at);
+    if (h.url.empty()) throw Error(file + ": dialog.webhook needs a url");
+    if (!(h.timeout_s > 0) || !(h.retry_min_s > 0) || !(h.retry_max_s >= h.retry_min_s) ||
+        !(h.poll_s > 0)) {
+      throw Error(file + ": dialog.webhook needs timeout_s, retry_min_s, poll_s > 0 and "
+                         "retry_max_s >= retry_min_s");
+    }
   }
 }
 
@@ -225,7 +252,7 @@ void Server::StartDialog() {
   std::unique_ptr<dialog::DialogManager> manager = dialog::DialogManager::Create(config, taxonomy);
   dialog_metrics_ = std::make_unique<DialogMetrics>(registry_);
   dialog_ = CreateDialogService(service_.get(), std::move(manager), dialog_metrics_.get(), logger_,
-                                dc.workers);
+                                dc.workers, dc.webhook);
   if (logger_) {
     // The store URL may carry a password (redis://:pw@host): log its scheme only.
     logger_->Info("dialog_ready", {{"session_store",

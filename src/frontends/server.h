@@ -21,6 +21,7 @@
 #include "serving/service.h"
 #include "serving/serving_metrics.h"
 #include "frontends/security.h"
+#include "frontends/webhook.h"
 
 namespace grpc {
 class Server;
@@ -44,6 +45,7 @@ struct DialogServerConfig {
   // model's own (its model.yaml files.taxonomy), so the dialog and the model always agree.
   std::string taxonomy;
   int workers = 8;  // threads running dialog steps (session store and work-order I/O)
+  WebhookConfig webhook;  // new orders pushed to the city's system (frontends/webhook.h)
 };
 
 // config/server.yaml. Every key is optional; the defaults are what `make run` uses.

@@ -248,7 +248,7 @@ TEST_P(BackendTest, MigrationsAreVersionedAndRefuseANewerSchema) {
   {
     auto store = Open();
     EXPECT_EQ(store->SchemaVersion(), LatestWorkOrderSchema());
-    EXPECT_GE(LatestWorkOrderSchema(), 3);
+    EXPECT_GE(LatestWorkOrderSchema(), 4);
   }
   EXPECT_EQ(Open()->SchemaVersion(), LatestWorkOrderSchema());  // reopening applies nothing
   // A schema from a newer build: refused with a clear error, not misread.
@@ -273,6 +273,40 @@ TEST_P(BackendTest, MigrationsAreVersionedAndRefuseANewerSchema) {
     EXPECT_EQ(e.code(), Code::kFailedPrecondition);
     EXPECT_NE(std::string(e.what()).find("schema version 99"), std::string::npos) << e.what();
   }
+}
+
+TEST_P(BackendTest, OutboxQueuesWithTheOrderAndLeasesEntriesOnce) {
+  auto store = Open();
+  store->Create(Order("before", "x"), Dec1());  // outbox off: not queued
+  store->EnableOutbox();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(store->Create(Order("c", "x"), Dec1()).id);
+  EXPECT_EQ(store->OutboxPending(), 3);
+  const auto now = std::chrono::system_clock::now();
+  const auto lease = std::chrono::seconds(30);
+  auto first = store->ClaimOutbox(2, now, lease);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].order_id, ids[0]);
+  EXPECT_EQ(first[1].order_id, ids[1]);
+  EXPECT_EQ(first[0].attempts, 0);
+  // Leased: a second claimer (another server on the same store) gets only the third.
+  auto other = Open();
+  auto second = other->ClaimOutbox(10, now, lease);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].order_id, ids[2]);
+  EXPECT_TRUE(store->ClaimOutbox(10, now, lease).empty());
+  store->OutboxDelivered(first[0].seq, now);
+  store->OutboxFailed(first[1].seq, now - std::chrono::seconds(1), "HTTP 500");
+  EXPECT_EQ(store->OutboxPending(), 2);
+  auto retry = store->ClaimOutbox(10, now, lease);
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].order_id, ids[1]);
+  EXPECT_EQ(retry[0].attempts, 1);
+  // A lease that ran out (its deliverer died) is claimed again.
+  auto later = other->ClaimOutbox(10, now + std::chrono::seconds(31), lease);
+  ASSERT_EQ(later.size(), 2u);
+  EXPECT_EQ(later[0].order_id, ids[1]);
+  EXPECT_EQ(later[1].order_id, ids[2]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BackendTest, ::testing::Values("sqlite", "postgres"),
