@@ -10,7 +10,8 @@
 # Env: PRETRAIN_S (seconds of pretraining, 0: none), MODEL ("6 256 4 1024": layers hidden heads
 #      ffn), JOBS (space-separated, run side by side: haikou*, joint*, cais*), JOINT_ARGS /
 #      HAIKOU_ARGS / CAIS_ARGS (extra arguments per kind), ARGS_<job> (per job), JOB_S
-#      (seconds per fine-tuning job), NO_WEIGHTS (jobs whose weights stay: metrics only).
+#      (seconds per fine-tuning job), NO_WEIGHTS (jobs whose weights stay: metrics only), SOUP
+#      (joint jobs to average after training).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -51,6 +52,14 @@ for job in ${JOBS:-}; do
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || echo "a job failed (pid $p)"; done
+# SOUP="jointA jointB": the greedy weight average of those joint runs (training/soup.py), kept
+# as the run "soup" when it scores at least as well on dev as the best of them.
+if [ -n "${SOUP:-}" ]; then
+  python3 training/soup.py --cache build-train/joint/cache.json.gz --out /tmp/runs/soup \
+      --threads 8 $(for j in $SOUP; do echo "/tmp/runs/$j"; done) >"$OUT/soup.log" 2>&1 ||
+    echo "soup failed (see soup.log)"
+  tail -5 "$OUT/soup.log"
+fi
 for job in ${JOBS:-}; do echo "== $job"; grep -E "best epoch|challenge|calibration|test:|epoch [0-9]+:" "$OUT/$job.log" | tail -4; done
 # FP16 copies of the weights (half the bytes; what the model folders store anyway).
 mkdir -p /tmp/ret
@@ -61,7 +70,12 @@ for d in /tmp/runs/*/; do
   case " ${NO_WEIGHTS:-} " in *" $n "*) mkdir -p "/tmp/ret/$n"; cp "$d"/*.json "/tmp/ret/$n/"; continue ;; esac
   [ -f "$d/config.json" ] && python3 training/fp16_run.py "$d" "/tmp/ret/$n"
 done
+# The device tool returns at most 8 files: the logs travel inside the archive, and the
+# archive's parts are all that is left in OUT.
+mkdir -p /tmp/ret/logs && mv "$OUT"/*.log /tmp/ret/logs/ 2>/dev/null
 tar -C /tmp -czf /tmp/ret.tar.gz ret
 split -b 15M -d /tmp/ret.tar.gz "$OUT/ret.tar.gz."
+n=$(ls "$OUT" | wc -l)
+[ "$n" -le 8 ] || echo "WARNING: $n files in OUT; the device tool returns only 8 (put jobs in NO_WEIGHTS)"
 ls -la "$OUT"
 echo "all done after $(( $(date +%s) - t0 )) s"

@@ -111,9 +111,12 @@ class Encoder:
         """One dataset row -> dict(ids, offsets, tags, intent, spans, text)."""
         text = row["text"]
         ids, offs = self.tokenize(text)
-        tags = [IGNORE] + [0] * (len(ids) - 2) + [IGNORE]
+        # "slots": null marks a text whose spans nobody labelled (real orders taken in for their
+        # intent): its tokens are ignored by the slot loss rather than taught as O.
+        unlabelled = "slots" in row and row["slots"] is None
+        tags = [IGNORE] + [IGNORE if unlabelled else 0] * (len(ids) - 2) + [IGNORE]
         spans = []
-        for s in row.get("slots", []):
+        for s in row.get("slots") or []:
             if s["type"] not in self.tax.slots:
                 raise ValueError(f"unknown slot type {s['type']!r} in {text!r}")
             spans.append((s["type"], s["start"], s["end"]))
@@ -140,11 +143,12 @@ def _trimmable(ch):
     return cat[0] in "PZC"
 
 
-def decode_spans(tag_ids, offsets, tags, text=None):
+def decode_spans(tag_ids, offsets, tags, text=None, min_chars=MIN_SPAN_CHARS):
     """Token tag ids (aligned with offsets; specials skipped) -> [(type, start, end)].
 
     text: the utterance; when given, spans are trimmed of whitespace/punctuation/control at
-    both ends as the C++ pipeline does. Spans shorter than MIN_SPAN_CHARS are always dropped."""
+    both ends as the C++ pipeline does. Spans shorter than min_chars are dropped (the hotline
+    default MIN_SPAN_CHARS; other data sets such as CAIS have one-character values)."""
     raw = []
     cur = None
     for t, (a, b) in zip(tag_ids, offsets):
@@ -175,7 +179,7 @@ def decode_spans(tag_ids, offsets, tags, text=None):
                 a += 1
             while b > a and _trimmable(text[b - 1]):
                 b -= 1
-        if b - a < MIN_SPAN_CHARS:
+        if b - a < min_chars:
             continue
         spans.append((typ, a, b))
         prev_end = b

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from calibration import ece, fit_temperature, handoff_threshold, softmax  # noqa: E402
-from common import IGNORE, REPO, Encoder, Taxonomy, decode_spans, metrics, read_jsonl  # noqa
+from common import IGNORE, MIN_SPAN_CHARS, REPO, Encoder, Taxonomy, decode_spans, metrics, read_jsonl  # noqa
 from model import (BertJoint, export_state_dict, load_weights, read_weight_arrays,  # noqa
                    write_weight_shards)  # noqa: E402
 
@@ -114,6 +114,17 @@ def load_data(args, tax):
         with gzip.open(args.cache, "rt", encoding="utf-8") as f:
             data = json.load(f)
         log(f"loaded encoded data from {args.cache}")
+        extra = getattr(args, "extra_train", None) or []
+        if extra:  # appended to the cached training split, encoded with the cache's vocabulary
+            if not args.vocab or file_sha(args.vocab) != data["vocab_sha"]:
+                raise ValueError(f"--extra-train with --cache {args.cache}: --vocab must be the "
+                                 f"vocabulary the cache was encoded with (sha {data['vocab_sha']})")
+            enc = Encoder(args.vocab, tax, data["max_length"])
+            for p in extra:
+                rows = read_jsonl(p)
+                data["splits"]["train"] += [{k: ex[k] for k in ("ids", "tags", "intent", "spans")}
+                                            for ex in map(enc.encode, rows)]
+                log(f"train: {len(rows)} lines from {p} appended")
     else:
         data = encode_splits(args.data, args.vocab, tax, args.max_length, args.max_lines,
                              args.extra_train)
@@ -409,9 +420,9 @@ def intent_logits(model, examples, pad, device, batch_size=128):
     return out
 
 
-def evaluate(model, examples, tax, pad, device):
+def evaluate(model, examples, tax, pad, device, min_span=MIN_SPAN_CHARS):
     intents, tags = predict(model, examples, pad, device)
-    spans_pred = [decode_spans(t, ex["offsets"], tax.tags, ex.get("text"))
+    spans_pred = [decode_spans(t, ex["offsets"], tax.tags, ex.get("text"), min_span)
                   for t, ex in zip(tags, examples)]
     return metrics([ex["intent"] for ex in examples], intents,
                    [ex["spans"] for ex in examples], spans_pred, tax.intents)
@@ -487,6 +498,10 @@ def main(argv=None):
                     help="write the run folder at every dev improvement, not only at the end")
     ap.add_argument("--log-every", type=int, default=100, help="log every N steps (0: off)")
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--fast", action="store_true",
+                    help="GPU: allow non-deterministic kernels and TF32 (faster; digits not repeatable)")
+    ap.add_argument("--min-span-chars", type=int, default=MIN_SPAN_CHARS,
+                    help="evaluation: drop decoded spans shorter than this (1 for CAIS-style data)")
     ap.add_argument("--device", default="auto", help="auto, cpu or cuda")
     ap.add_argument("--threads", type=int, help="torch CPU threads")
     args = ap.parse_args(argv)
@@ -510,9 +525,11 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
-    if device.type == "cuda":
+    if device.type == "cuda" and not args.fast:
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cuda.matmul.allow_tf32 = False
+    elif args.fast:
+        log("--fast: non-deterministic CUDA kernels; a rerun will not repeat this run's digits")
     rng = random.Random(args.seed)
 
     train, dev, test = (data["splits"][s] for s in ("train", "dev", "test"))
@@ -620,7 +637,7 @@ def main(argv=None):
                 log(f"time budget: {fit} epochs of {args.epochs} fit ({per_epoch:.1f}s each)")
         if ema is not None:
             ema.swap()  # the average is what is scored and kept
-        m = evaluate(model, dev, tax, pad, device)
+        m = evaluate(model, dev, tax, pad, device, args.min_span_chars)
         score = (m["intent_accuracy"] + m["slot_f1"]) / 2
         tot_loss = float(tot_loss)
         history.append({"epoch": epoch, "loss": tot_loss / (bi + 1),
@@ -639,14 +656,14 @@ def main(argv=None):
         if step >= plan["total"]:
             break
     model.load_state_dict(best)
-    dev_m = evaluate(model, dev, tax, pad, device)
-    test_m = evaluate(model, test, tax, pad, device)
+    dev_m = evaluate(model, dev, tax, pad, device, args.min_span_chars)
+    test_m = evaluate(model, test, tax, pad, device, args.min_span_chars)
     log(f"best epoch {best_epoch}: dev intent {dev_m['intent_accuracy']:.4f} slot F1 "
         f"{dev_m['slot_f1']:.4f}; test intent {test_m['intent_accuracy']:.4f} slot F1 "
         f"{test_m['slot_f1']:.4f}; {time.time() - t_start:.0f}s")
     # The hand-written challenge set (other voices, never used for selection): reported only.
     challenge = data["splits"].get("challenge")
-    chal_m = evaluate(model, challenge, tax, pad, device) if challenge else None
+    chal_m = evaluate(model, challenge, tax, pad, device, args.min_span_chars) if challenge else None
     if chal_m:
         log(f"challenge ({len(challenge)} hand-written lines): intent "
             f"{chal_m['intent_accuracy']:.4f} slot F1 {chal_m['slot_f1']:.4f}")

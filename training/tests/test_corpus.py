@@ -255,3 +255,40 @@ def test_classifier_trains_exports_and_matches_onnx_runtime(tiny_corpus, tmp_pat
         "--out", str(tmp_path / "run2"), "--init-model", str(out), "--epochs", "1",
         "--batch-size", "8", "--max-length", "24", "--device", "cpu"])
     assert res2["departments"] == 2
+
+
+def test_pseudo_label_align_by_hand():
+    import pseudo_label
+    # Intents 0,1 belong to department a, 2 to b, 3 is a dialog act (not eligible).
+    intent_dept = ["a", "a", "b", "hotline"]
+    eligible = [True, True, True, False]
+    probs = np.array([
+        [0.1, 0.6, 0.2, 0.1],   # label X: votes a (intent 1)
+        [0.5, 0.1, 0.3, 0.1],   # label X: votes a (intent 0)
+        [0.0, 0.2, 0.3, 0.5],   # label X: eligible argmax is b; within a, intent 1 (0.2)
+        [0.1, 0.1, 0.2, 0.6],   # label Y: votes b
+        [0.2, 0.3, 0.1, 0.4],   # label Y: votes a; no department has more than half
+    ])
+    labels = ["X", "X", "X", "Y", "Y"]
+    picked, mapping = pseudo_label.align(probs, labels, intent_dept, eligible, min_share=0.6,
+                                         min_count=2, min_prob=0.05)
+    assert mapping["X"]["dept"] == "a" and mapping["X"]["share"] == round(2 / 3, 3)
+    assert picked.tolist()[:3] == [1, 0, 1]
+    assert mapping["Y"]["dept"] is None and picked.tolist()[3:] == [-1, -1]  # share 0.5 < 0.6
+    # A hand-set mapping replaces the vote; None drops the label.
+    picked, mapping = pseudo_label.align(probs, labels, intent_dept, eligible, min_share=0.6,
+                                         min_count=2, overrides={"Y": "b", "X": None})
+    assert picked.tolist() == [-1, -1, -1, 2, 2]
+    assert mapping["Y"]["by_hand"] and mapping["Y"]["share"] == 0.5
+    # Below min_prob within the mapped department: left out (0.1 < 0.15 <= 0.2).
+    picked, _ = pseudo_label.align(probs, labels, intent_dept, eligible, min_count=2,
+                                   min_prob=0.15, overrides={"Y": "b", "X": None})
+    assert picked.tolist() == [-1, -1, -1, 2, -1]
+
+
+def test_pseudo_label_cleans_the_operators_words():
+    import pseudo_label
+    t = "市民来电反映：某小区门口垃圾没人清运。请市城管局核实处理！（请职能局在规定时间内办结）"
+    got = pseudo_label.clean_text(t)
+    assert "请市城管局" not in got and "职能局" not in got and "垃圾没人清运" in got
+    assert pseudo_label.PREFIX.sub("", got, count=1).startswith("某小区")
