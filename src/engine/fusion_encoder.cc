@@ -194,7 +194,9 @@ void FuseEmbeddings(Graph* g, ShapeInfo* s, FusionReport* report) {
       const HTensor* probe = s->values.count(idx) ? &s->values.at(idx) : nullptr;
       const bool per_token = s->Has(idx) && s->dims.at(idx) == std::vector<std::string>{"batch", "seq"};
       int64_t offset = 0;
-      if (g->IsInput(idx)) {
+      if (g->IsInput(idx) && RoleOf(idx) == InputRole::kPositions) {
+        pos = ga->inputs[0];  // position ids given: 0..len-1 (checked when a batch is run)
+      } else if (g->IsInput(idx)) {
         (RoleOf(idx) == InputRole::kTypes ? types : ids) = idx;
         (RoleOf(idx) == InputRole::kTypes ? type : word) = ga->inputs[0];
       } else if (probe && per_token && AllZero(*probe) && type.empty() && types.empty()) {

@@ -12,6 +12,7 @@ InputRole RoleOf(const std::string& input_name) {
   std::string n = input_name;
   std::transform(n.begin(), n.end(), n.begin(), ::tolower);
   if (n.find("mask") != std::string::npos) return InputRole::kMask;
+  if (n.find("position") != std::string::npos) return InputRole::kPositions;
   if (n.find("type") != std::string::npos || n.find("segment") != std::string::npos) {
     return InputRole::kTypes;
   }
@@ -170,6 +171,8 @@ std::map<std::string, HTensor> MakeProbeFeeds(const Graph& g, int batch, int seq
         int64_t v = 0;
         if (role == InputRole::kMask) {
           v = s < len;
+        } else if (role == InputRole::kPositions) {
+          v = s;
         } else if (role == InputRole::kTypes) {
           v = (s < len && s >= len / 2) ? std::min<int64_t>(1, vocab - 1) : 0;
         } else {

@@ -16,8 +16,10 @@
 
 namespace hotline::engine {
 
-// What a graph input carries. Decided from its name (…mask…, …type…/…segment…, else ids).
-enum class InputRole { kIds, kMask, kTypes };
+// What a graph input carries. Decided from its name (…mask…, …type…/…segment…, …position…,
+// else ids). Position ids, when a model takes them, must be 0..len-1 in each sequence: the packed
+// engine numbers positions itself.
+enum class InputRole { kIds, kMask, kTypes, kPositions };
 InputRole RoleOf(const std::string& input_name);
 
 // Runs the graph with the reference ops. Returns the graph outputs, or every value when

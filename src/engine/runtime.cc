@@ -396,6 +396,7 @@ std::map<std::string, HTensor> ContextImpl::PaddedFeeds(const PackedBatch& b) co
           case InputRole::kTypes:
             t.i[r * S + s] = b.token_type_ids.empty() ? 0 : b.token_type_ids[tok];
             break;
+          case InputRole::kPositions: t.i[r * S + s] = s; break;
         }
       }
     }
@@ -448,6 +449,7 @@ std::map<std::string, Tensor> ContextImpl::RunPadded(const std::map<std::string,
   const Tensor* ids = nullptr;
   const Tensor* mask = nullptr;
   const Tensor* types = nullptr;
+  const Tensor* positions = nullptr;
   for (const auto& name : e_->info().input_names) {
     auto it = inputs.find(name);
     const InputRole role = RoleOf(name);
@@ -463,6 +465,10 @@ std::map<std::string, Tensor> ContextImpl::RunPadded(const std::map<std::string,
       throw Error("input '" + name + "' must be [batch, seq] with batch*seq values, got shape " +
                   ShapeString(t.shape) + " with " + std::to_string(t.i64.size()) + " values");
     }
+    if (role == InputRole::kPositions) {
+      positions = &t;
+      continue;
+    }
     (role == InputRole::kIds ? ids : role == InputRole::kMask ? mask : types) = &t;
   }
   for (const auto& [name, t] : inputs) {
@@ -474,7 +480,7 @@ std::map<std::string, Tensor> ContextImpl::RunPadded(const std::map<std::string,
   }
   if (!ids) throw Error("missing input 'input_ids'");
   const int64_t B = ids->shape[0], S = ids->shape[1];
-  for (const Tensor* t : {mask, types}) {
+  for (const Tensor* t : {mask, types, positions}) {
     if (t && t->shape != ids->shape) {
       throw Error("inputs must all have the shape of input_ids " + ShapeString(ids->shape) +
                   ", got " + ShapeString(t->shape));
@@ -495,6 +501,11 @@ std::map<std::string, Tensor> ContextImpl::RunPadded(const std::map<std::string,
       }
     }
     for (int64_t s = 0; s < len; ++s) {
+      if (positions && positions->i64[r * S + s] != s) {
+        throw Error("position_ids row " + std::to_string(r) + " is not 0, 1, 2, ... over its "
+                    "tokens (found " + std::to_string(positions->i64[r * S + s]) + " at " +
+                    std::to_string(s) + "); the engine numbers positions itself");
+      }
       pb.input_ids.push_back(int32_t(ids->i64[r * S + s]));
       pb.token_type_ids.push_back(types ? int32_t(types->i64[r * S + s]) : 0);
     }

@@ -128,7 +128,9 @@ TEST(MaskOpsTest, RewireShapesTakesShapeNodesOffIntermediateValues) {
   EliminateDeadNodes(&g);
   g.Validate();
   for (const auto& n : g.nodes) {
-    if (n.op == "Shape") EXPECT_EQ(n.inputs[0], "input_ids") << n.Describe();
+    if (n.op == "Shape") {
+      EXPECT_EQ(n.inputs[0], "input_ids") << n.Describe();
+    }
   }
   EXPECT_EQ(g.Consumers().at("x").size(), 1u);  // only the Reshape reads it now
   ASSERT_TRUE(g.IsConst("h"));  // Shape(x)[2] = 4, folded through the Cast

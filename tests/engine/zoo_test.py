@@ -67,29 +67,34 @@ def model(arch, head, pooler):
 class Wrapped(torch.nn.Module):
     """Fixed input names and a tuple of plain tensors out."""
 
-    def __init__(self, m, types, outputs):
+    def __init__(self, m, types, outputs, positions=False):
         super().__init__()
-        self.m, self.types, self.outputs = m, types, outputs
+        self.m, self.types, self.outputs, self.positions = m, types, outputs, positions
 
-    def forward(self, input_ids, attention_mask, token_type_ids=None):
+    def forward(self, input_ids, attention_mask, token_type_ids=None, position_ids=None):
         kw = dict(input_ids=input_ids, attention_mask=attention_mask)
         if self.types:
             kw["token_type_ids"] = token_type_ids
+        if self.positions:
+            kw["position_ids"] = position_ids
         out = self.m(**kw, return_dict=True)
         return tuple(out[k] for k in self.outputs)
 
 
-def export(arch, head, pooler, types, exporter, opset, path, external=False):
+def export(arch, head, pooler, types, exporter, opset, path, external=False, positions=False):
     m = model(arch, head, pooler)
     if head == "base":
         outputs = ["last_hidden_state"] + (["pooler_output"] if pooler else [])
     else:
         outputs = ["logits"]
-    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if types else [])
-    w = Wrapped(m, types, outputs).eval()
+    inputs = (["input_ids", "attention_mask"] + (["token_type_ids"] if types else []) +
+              (["position_ids"] if positions else []))
+    w = Wrapped(m, types, outputs, positions).eval()
     ids = torch.randint(5, VOCAB, (2, 8))
-    args = (ids, torch.ones(2, 8, dtype=torch.int64)) + ((torch.zeros(2, 8, dtype=torch.int64),)
-                                                          if types else ())
+    args = (ids, torch.ones(2, 8, dtype=torch.int64), torch.zeros(2, 8, dtype=torch.int64),
+            torch.arange(8).expand(2, 8))
+    args = args[:2] + ((args[2],) if types else (None,) if positions else ()) + \
+        ((args[3],) if positions else ())
     axes = {k: {0: "batch", 1: "seq"} for k in inputs}
     for o in outputs:
         axes[o] = {0: "batch", 1: "seq"} if o in ("last_hidden_state",) or head == "tok" else {0: "batch"}
@@ -112,12 +117,13 @@ def has_dynamo():
     return (major, minor) >= (2, 5)
 
 
-# (arch, head, pooler, token_type_ids given, opset, external data)
+# (arch, head, pooler, token_type_ids given, opset, external data[, position_ids given])
 CASES = [
     ("bert", "base", True, True, 14, False),
     ("bert", "base", False, False, 17, True),
     ("bert", "seq", True, True, 17, False),
     ("bert", "tok", True, True, 13, False),
+    ("bert", "seq", True, True, 14, False, True),
     ("roberta", "seq", True, False, 14, False),
     ("roberta", "base", False, False, 17, False),
     ("albert", "tok", True, True, 14, False),
@@ -132,9 +138,10 @@ INT8 = {("bert", "seq"), ("distilbert", "tok")}
 
 
 def case_id(c):
-    arch, head, pooler, types, opset, ext = c
+    arch, head, pooler, types, opset, ext = c[:6]
     return (f"{arch}-{head}" + ("" if head != "base" else "-pooler" if pooler else "-nopooler") +
-            ("" if types else "-notypes") + f"-op{opset}" + ("-extdata" if ext else ""))
+            ("" if types else "-notypes") + f"-op{opset}" + ("-extdata" if ext else "") +
+            ("-positions" if c[6:] and c[6] else ""))
 
 
 def hotline(*args, check=True):
@@ -154,7 +161,8 @@ def feeds(inputs):
         mask[r, :n] = 1
         types[r, n // 2:n] = 1
         ids[r, 0], ids[r, n - 1], ids[r, n:] = 2, 3, 0  # [CLS] … [SEP], as tokenised text is
-    f = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    f = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types,
+         "position_ids": np.tile(np.arange(9, dtype=np.int64), (3, 1))}
     return {k: f[k] for k in inputs}
 
 
@@ -186,9 +194,10 @@ def compare(plan, onnx_path, inputs, tmp_path, l2=False):
 def test_zoo_builds_fused_and_matches_onnxruntime(case, exporter, tmp_path):
     if exporter == "dynamo" and not has_dynamo():
         pytest.skip(f"torch {torch.__version__} has no dynamo ONNX exporter (needs 2.5+)")
-    arch, head, pooler, types, opset, ext = case
+    arch, head, pooler, types, opset, ext = case[:6]
     onnx_path = str(tmp_path / "model.onnx")
-    inputs, outputs = export(arch, head, pooler, types, exporter, opset, onnx_path, ext)
+    inputs, outputs = export(arch, head, pooler, types, exporter, opset, onnx_path, ext,
+                             positions=bool(case[6:] and case[6]))
     plan = str(tmp_path / "fp32.plan")
     p = hotline("build", "--onnx", onnx_path, "--precision", "fp32", "--profile",
                 "1x1:2x16:4x32", "--no-tune", "--require-fused", "-o", plan, check=False)
@@ -209,6 +218,12 @@ def test_zoo_builds_fused_and_matches_onnxruntime(case, exporter, tmp_path):
     errs = compare(plan, onnx_path, inputs, tmp_path)
     assert sorted(errs) == sorted(outputs)
     assert max(errs.values()) <= 1e-4, errs
+    if "position_ids" in inputs:  # the packed engine numbers positions: others are refused
+        bad = {k: v.tolist() for k, v in feeds(inputs).items()}
+        bad["position_ids"] = [[p + 1 for p in row] for row in bad["position_ids"]]
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        p = hotline("infer", "--plan", plan, "--input", str(tmp_path / "bad.json"), check=False)
+        assert p.returncode != 0 and "position_ids row 0 is not 0, 1, 2" in p.stderr, p.stderr
     if (arch, head) in INT8:
         # Calibration text over a made-up vocabulary: token k is "w<k>".
         vocab = tmp_path / "vocab.txt"
