@@ -266,13 +266,51 @@ class WeakMaskEncoder(torch.nn.Module):
         return ctx.transpose(1, 2).reshape(b, s, HIDDEN)
 
 
+class SdpaStyleEncoder(WeakMaskEncoder):
+    """Attention written as torch's ONNX export of scaled_dot_product_attention with a bool mask
+    (torch >= 2.1, TorchScript exporter): Q and K^T each scaled by sqrt(1/sqrt(d)), the mask as
+    Where(mask, 0, -inf), and Where(IsNaN(p), 0, p) after the softmax. The engine must fuse it."""
+
+    def forward(self, input_ids, attention_mask):
+        b, s = input_ids.shape
+        d = HIDDEN // HEADS
+        x = self.ln(self.word(input_ids) + self.pos(torch.arange(s).unsqueeze(0)))
+        split = lambda t: t.view(b, s, HEADS, d).transpose(1, 2)
+        scale = torch.sqrt(torch.tensor(1.0) / torch.sqrt(torch.tensor(float(d))))
+        keep = attention_mask.bool()[:, None, None, :]
+        bias = torch.where(keep, torch.tensor(0.0), torch.tensor(float("-inf")))
+        scores = (split(self.q(x)) * scale) @ (split(self.k(x)).transpose(-2, -1) * scale) + bias
+        p = torch.softmax(scores, dim=-1)
+        p = torch.where(torch.isnan(p), torch.tensor(0.0), p)
+        return (p @ split(self.v(x))).transpose(1, 2).reshape(b, s, HIDDEN)
+
+
+def export_small(module, path, opset=14):
+    args = (torch.randint(5, VOCAB, (2, 8)), torch.ones(2, 8, dtype=torch.int64))
+    torch.onnx.export(module.eval(), args, path, input_names=["input_ids", "attention_mask"],
+                      output_names=["hidden"], opset_version=opset,
+                      dynamic_axes={k: {0: "batch", 1: "seq"} for k in
+                                    ["input_ids", "attention_mask", "hidden"]})
+
+
+def test_sdpa_style_attention_fuses(tmp_path):
+    onnx_path = str(tmp_path / "sdpa.onnx")
+    export_small(SdpaStyleEncoder(), onnx_path)
+    import onnx
+    ops = {n.op_type for n in onnx.load(onnx_path).graph.node}
+    assert {"IsNaN", "Where"} <= ops, ops  # the pattern under test is really in the file
+    plan = str(tmp_path / "sdpa.plan")
+    hotline("build", "--onnx", onnx_path, "--no-tune", "--require-fused", "--profile", "1x1:2x16:4x32",
+            "-o", plan)
+    kinds = [o["type"] for o in json.loads(hotline("inspect", "--json", plan).stdout)["ops"]]
+    assert kinds.count("Attention") == 1 and "Softmax" not in kinds, kinds
+    errs = compare(plan, onnx_path, ["input_ids", "attention_mask"], tmp_path)
+    assert max(errs.values()) <= 1e-4, errs
+
+
 def test_unfused_model_warns_and_explains(tmp_path):
     onnx_path = str(tmp_path / "weak.onnx")
-    args = (torch.randint(5, VOCAB, (2, 8)), torch.ones(2, 8, dtype=torch.int64))
-    torch.onnx.export(WeakMaskEncoder().eval(), args, onnx_path,
-                      input_names=["input_ids", "attention_mask"], output_names=["hidden"],
-                      dynamic_axes={k: {0: "batch", 1: "seq"} for k in
-                                    ["input_ids", "attention_mask", "hidden"]}, opset_version=14)
+    export_small(WeakMaskEncoder(), onnx_path)
     plan = str(tmp_path / "weak.plan")
     p = hotline("build", "--onnx", onnx_path, "--no-tune", "-o", plan)  # builds, padded, warns
     assert "WARNING: the encoder was left UNFUSED" in p.stderr, p.stderr
