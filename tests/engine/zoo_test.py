@@ -117,7 +117,8 @@ def has_dynamo():
     return (major, minor) >= (2, 5)
 
 
-# (arch, head, pooler, token_type_ids given, opset, external data[, position_ids given])
+# (arch, head, pooler, token_type_ids given, opset, external data[, position_ids given[, opset the
+# export is converted to with onnx's version converter (torch 1.13 exports up to opset 17)]])
 CASES = [
     ("bert", "base", True, True, 14, False),
     ("bert", "base", False, False, 17, True),
@@ -132,6 +133,9 @@ CASES = [
     ("distilbert", "tok", False, False, 17, False),
     ("electra", "seq", False, True, 14, False),
     ("electra", "tok", False, False, 17, False),
+    ("bert", "seq", True, True, 17, False, False, 21),
+    ("roberta", "base", False, False, 17, False, False, 20),
+    ("distilbert", "tok", False, False, 17, False, False, 18),
 ]
 EXPORTERS = ["torchscript", "dynamo"]
 INT8 = {("bert", "seq"), ("distilbert", "tok")}
@@ -141,7 +145,7 @@ def case_id(c):
     arch, head, pooler, types, opset, ext = c[:6]
     return (f"{arch}-{head}" + ("" if head != "base" else "-pooler" if pooler else "-nopooler") +
             ("" if types else "-notypes") + f"-op{opset}" + ("-extdata" if ext else "") +
-            ("-positions" if c[6:] and c[6] else ""))
+            ("-positions" if c[6:] and c[6] else "") + (f"-to{c[7]}" if c[7:] else ""))
 
 
 def hotline(*args, check=True):
@@ -198,6 +202,10 @@ def test_zoo_builds_fused_and_matches_onnxruntime(case, exporter, tmp_path):
     onnx_path = str(tmp_path / "model.onnx")
     inputs, outputs = export(arch, head, pooler, types, exporter, opset, onnx_path, ext,
                              positions=bool(case[6:] and case[6]))
+    if case[7:]:
+        import onnx
+        from onnx import version_converter
+        onnx.save(version_converter.convert_version(onnx.load(onnx_path), case[7]), onnx_path)
     plan = str(tmp_path / "fp32.plan")
     p = hotline("build", "--onnx", onnx_path, "--precision", "fp32", "--profile",
                 "1x1:2x16:4x32", "--no-tune", "--require-fused", "-o", plan, check=False)
