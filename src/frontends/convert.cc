@@ -171,6 +171,25 @@ void ToProto(const dialog::WorkOrder& w, hotline::v1::WorkOrder* out) {
   out->set_updated_at(w.updated_at);
 }
 
+std::string TraceIdOf(std::string_view tp) {
+  // version "-" trace-id "-" parent-id "-" flags; a later version may append "-" fields.
+  if (tp.size() < 55 || (tp.size() > 55 && tp[55] != '-')) return "";
+  auto hex = [&](size_t from, size_t n) {
+    bool nonzero = false;
+    for (size_t i = from; i < from + n; ++i) {
+      const char c = tp[i];
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+      nonzero = nonzero || c != '0';
+    }
+    return nonzero || n <= 2;
+  };
+  if (tp[2] != '-' || tp[35] != '-' || tp[52] != '-') return "";
+  if (!hex(0, 2) || tp.substr(0, 2) == "ff" || !hex(3, 32) || !hex(36, 16) || !hex(53, 2))
+    return "";
+  if (tp.substr(0, 2) == "00" && tp.size() != 55) return "";
+  return std::string(tp.substr(3, 32));
+}
+
 dialog::OrderQuery FromProto(const hotline::v1::ListWorkOrdersRequest& r) {
   dialog::OrderQuery q;
   q.status = r.status();

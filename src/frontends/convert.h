@@ -4,6 +4,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <string>
+#include <string_view>
+
 #include "base/error.h"
 #include "frontends/dialog_service.h"
 #include "frontends/hotline_grpc.h"
@@ -27,6 +30,9 @@ void ToProto(const ConverseResult& r, hotline::v1::ConverseResponse* out);
 void ToProto(const dialog::CallSummary& s, hotline::v1::EndCallResponse* out);
 void ToProto(const dialog::WorkOrder& w, hotline::v1::WorkOrder* out);
 dialog::OrderQuery FromProto(const hotline::v1::ListWorkOrdersRequest& r);
+// The trace-id of a W3C traceparent ("00-<32 hex>-<16 hex>-<2 hex>"); "" when the header is
+// absent or malformed (the call goes on untraced, as the Trace Context spec asks).
+std::string TraceIdOf(std::string_view traceparent);
 
 // A wall-clock deadline (gRPC's) as a steady-clock one; system_clock::max() → TimePoint::max().
 serving::TimePoint SteadyDeadline(std::chrono::system_clock::time_point deadline);

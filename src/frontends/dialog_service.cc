@@ -196,6 +196,7 @@ class DialogServiceImpl final : public DialogService {
     u.deadline = call.deadline;
     u.cancelled = call.cancelled;
     u.request_id = call.call_id;
+    u.trace_id = call.trace_id;
     auto shared = std::make_shared<ConverseCall>(std::move(call));
     auto shared_done = std::make_shared<std::function<void(ConverseResult)>>(std::move(done));
     // Runs on a batcher thread: hand the dialog step (store I/O) to a dialog worker at once.
@@ -204,7 +205,7 @@ class DialogServiceImpl final : public DialogService {
       if (!r.status.ok()) {
         ConverseResult out;
         out.status = std::move(r.status);
-        Count(out, shared->call_id, start);
+        Count(out, shared->call_id, start, shared->trace_id);
         return (*shared_done)(std::move(out));
       }
       auto understanding = std::make_shared<nlu::Understanding>(std::move(r.results.at(0)));
@@ -222,7 +223,7 @@ class DialogServiceImpl final : public DialogService {
               out.status = Status(Code::kInternal, std::string("dialog step failed: ") + e.what());
             }
             CountStoreError("turn", out.status);
-            Count(out, shared->call_id, start);
+            Count(out, shared->call_id, start, shared->trace_id);
             (*shared_done)(std::move(out));
           },
           [shared_done] {
@@ -498,7 +499,8 @@ class DialogServiceImpl final : public DialogService {
     }
   }
 
-  void Count(const ConverseResult& r, const std::string& call_id, serving::TimePoint start) {
+  void Count(const ConverseResult& r, const std::string& call_id, serving::TimePoint start,
+             const std::string& trace_id = "") {
     const double seconds = SecondsSince(start);
     if (metrics_) {
       metrics_->turn_seconds.WithLabels({}).Observe(seconds);
@@ -525,6 +527,7 @@ class DialogServiceImpl final : public DialogService {
     nlohmann::json f = {{"call_id", LoggedId(call_id)},
                         {"code", CodeName(r.status.code())},
                         {"latency_ms", seconds * 1000}};
+    if (!trace_id.empty()) f["trace_id"] = trace_id;
     if (r.status.ok()) {
       f["turn_intent"] = r.understanding.intent;
       f["intent"] = r.reply.intent;

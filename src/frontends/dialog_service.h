@@ -61,6 +61,7 @@ struct ConverseCall {
   std::optional<std::chrono::system_clock::time_point> reference_time;
   serving::TimePoint deadline = serving::TimePoint::max();
   std::function<bool()> cancelled;  // optional
+  std::string trace_id;             // W3C trace-id of the caller's traceparent; logged
 };
 
 struct ConverseResult {

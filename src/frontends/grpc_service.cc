@@ -9,10 +9,18 @@
 namespace hotline::frontends {
 namespace {
 
+// The trace-id of the call's traceparent metadata ("" without a valid one).
+std::string TraceOf(grpc::CallbackServerContext* ctx) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("traceparent");
+  return it == md.end() ? "" : TraceIdOf(std::string_view(it->second.data(), it->second.size()));
+}
+
 // Cancellation and deadline come from the transport; the core checks them before execution.
 void AttachContext(grpc::CallbackServerContext* ctx, serving::UnderstandCall* call) {
   call->deadline = SteadyDeadline(ctx->deadline());
   call->cancelled = [ctx] { return ctx->IsCancelled(); };
+  call->trace_id = TraceOf(ctx);
 }
 
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const grpc::Status& s) {
@@ -173,6 +181,7 @@ grpc::ServerUnaryReactor* HotlineGrpcService::Converse(grpc::CallbackServerConte
   if (!ParseOrRefuse(ctx, raw_req, &req, &refused)) return refused;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   ConverseCall call = FromProto(req);
+  call.trace_id = TraceOf(ctx);
   call.deadline = SteadyDeadline(ctx->deadline());
   call.cancelled = [ctx] { return ctx->IsCancelled(); };
   dialog_->Converse(std::move(call), [this, reactor, raw_resp, client](ConverseResult r) {

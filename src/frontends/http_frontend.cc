@@ -89,6 +89,7 @@ void HandleUnderstand(serving::Service& service, const httplib::Request& req,
   }
   serving::UnderstandCall call = batch ? FromProto(many) : FromProto(single);
   call.deadline = deadline;
+  call.trace_id = TraceIdOf(req.get_header_value("traceparent"));
   serving::UnderstandReply r = service.UnderstandSync(std::move(call));
   if (!r.status.ok()) return SendError(res, r.status);
   if (batch) {
@@ -161,6 +162,7 @@ void HandleConverse(DialogService& dialog, Security* security, const httplib::Re
   if (!ParseBody(req, res, &in)) return;
   ConverseCall call = FromProto(in);
   call.deadline = deadline;
+  call.trace_id = TraceIdOf(req.get_header_value("traceparent"));
   ConverseResult r = dialog.ConverseSync(std::move(call));
   if (security) AuditConverse(security, security->ClientName(Credential(req)), "http", r);
   if (!r.status.ok()) return SendError(res, r.status);

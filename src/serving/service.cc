@@ -128,6 +128,7 @@ void Service::Finish(const UnderstandCall& call, const std::string& model, Under
         {"version", reply.model_version},           {"texts", call.texts.size()},
         {"code", CodeName(reply.status.code())},    {"latency_ms", latency * 1000},
         {"queue_ms", reply.queue_seconds * 1000},   {"compute_ms", reply.compute_seconds * 1000}};
+    if (!call.trace_id.empty()) f["trace_id"] = call.trace_id;
     if (reply.status.ok() && !reply.results.empty()) f["intent"] = reply.results[0].intent;
     if (!reply.status.ok()) f["error"] = RedactPii(reply.status.message());
     if (reply.status.ok()) {
@@ -185,6 +186,7 @@ void Service::Understand(UnderstandCall call, std::function<void(UnderstandReply
   // The call's fields outlive this function through the join (logging at the end needs them).
   auto shared_call = std::make_shared<UnderstandCall>();
   shared_call->request_id = call.request_id;
+  shared_call->trace_id = call.trace_id;
   shared_call->texts.resize(call.texts.size());
   join->done = std::move(done);
 

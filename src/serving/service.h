@@ -32,6 +32,7 @@ struct UnderstandCall {
   std::string model;          // optional
   std::string business_line;  // optional; selects the model that declares it
   std::string request_id;     // optional; logged (masked), echoed
+  std::string trace_id;       // optional; W3C trace-id of the caller's traceparent, logged
   std::vector<std::string> texts;
   std::optional<std::chrono::system_clock::time_point> reference_time;
   TimePoint deadline = TimePoint::max();
