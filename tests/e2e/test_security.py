@@ -309,3 +309,46 @@ def test_a_held_port_is_an_error_naming_it(tmp_path, repo):
         assert first.alive() and first.raw_http("/readyz")[0] == 200
     finally:
         assert first.stop() == 0
+
+
+def test_bad_security_configs_are_clear_errors(tmp_path, repo, certs):
+    base = f"grpc_port: 0\nhttp_port: 0\nmodel_repository: {repo}\nstartup_models: [tiny]\n"
+    digest = hashlib.sha256(b"some-key-0123456789abcdef").hexdigest()
+    cases = [
+        (f"security:\n  clients:\n  - {{name: a, key_sha256: {digest}, roles: [superuser]}}\n",
+         "unknown role 'superuser'"),
+        ("security:\n  clients:\n  - {name: a, key_env: HOTLINE_TEST_NO_SUCH_VAR, "
+         "roles: [understand]}\n", "HOTLINE_TEST_NO_SUCH_VAR is unset"),
+        (f"security:\n  clients:\n  - {{name: a, key_sha256: {digest}, roles: [understand]}}\n"
+         f"  - {{name: b, key_sha256: {digest}, roles: [admin]}}\n", "have the same key"),
+        (f"security:\n  clients:\n  - {{name: a, roles: [understand]}}\n",
+         "exactly one of key_sha256, key_file, key_env"),
+        (f"security:\n  tls: {{cert: {certs}/server.pem}}\n", "needs both cert and key"),
+        (f"security:\n  tls: {{cert: {certs}/server.pem, key: {certs}/server.key, "
+         "client_auth: require}\n", "require needs ca"),
+        ("security:\n  colour: blue\n", "unknown key 'colour'"),
+    ]
+    for extra, want in cases:
+        rc, out, secs = start_and_wait(base + extra, tmp_path)
+        assert rc != 0 and want in out, (want, out)
+        assert secs < 20
+
+
+def test_keys_from_a_file_and_the_environment(stubs, tmp_path, repo, monkeypatch):
+    (tmp_path / "ops.key").write_text("file-key-0123456789abcdef\n")
+    monkeypatch.setenv("HOTLINE_TEST_KEY", "env-key-0123456789abcdef")
+    srv = ServerProcess(tmp_path, repo, name="keys", extra_config=(
+        "security:\n  clients:\n"
+        f"  - {{name: f, key_file: {tmp_path / 'ops.key'}, roles: [understand]}}\n"
+        "  - {name: e, key_env: HOTLINE_TEST_KEY, roles: [understand]}\n"))
+    try:
+        with grpc.insecure_channel(srv.target) as ch:
+            stub = stubs.rpc.HotlineStub(ch)
+            req = stubs.pb.ListModelsRequest()
+            for key in ["file-key-0123456789abcdef", "env-key-0123456789abcdef"]:
+                assert stub.ListModels(req, timeout=10,
+                                       metadata=(("x-api-key", key),)).models
+            assert code_of(lambda: stub.ListModels(req, timeout=10, metadata=(
+                ("x-api-key", "file-key-0123456789abcdeX"),))) == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        assert srv.stop() == 0
