@@ -1,7 +1,8 @@
 // `hotline serve`: the serving core behind gRPC (hotline.v1.Hotline, the KServe v2
-// GRPCInferenceService, grpc.health.v1.Health, server reflection) and HTTP (/v1/understand,
-// /metrics, /healthz, /readyz, /v2/health/*), plus the dialog (Converse, EndCall, GetWorkOrder;
-// /v1/converse, /v1/calls/{id}/end, /v1/work-orders/{id}) when the config has a dialog: section.
+// GRPCInferenceService, grpc.health.v1.Health, server reflection when security.reflection is
+// on) and HTTP (/v1/understand, /metrics, /healthz, /readyz, /v2/health/*), plus the dialog
+// (Converse, EndCall, work orders; /v1/converse, /v1/calls/{id}/end, /v1/work-orders) when the
+// config has a dialog: section. TLS, API keys and roles: security: (frontends/security.h).
 //
 // Lifecycle: Start() binds both ports and serves liveness at once, loads and warms up the
 // startup models, then reports ready (health SERVING, /readyz 200). Shutdown() is graceful:
