@@ -167,8 +167,18 @@ class Gate {
     }
     // Passing builds only ever shrink `hi`, so the last one to pass (whose plan was copied to
     // plan_out and whose list is r.keep_fp) is prefix(hi).
-    r.message = Summary(r, "passed with " + std::to_string(hi) +
-                               " layer(s) moved back to fp32: " + Join(prefix(hi)));
+    std::vector<std::string> keep = prefix(hi);
+    if (o_.prune) {
+      // Least sensitive first; a passing trial becomes the list (and plan_out, r.keep_fp).
+      for (int i = hi - 1; i >= 0 && hi > 1; --i) {
+        std::vector<std::string> trial;
+        for (const auto& k : keep)
+          if (k != candidates[size_t(i)]) trial.push_back(k);
+        if (trial.size() < keep.size() && try_keep(trial)) keep = trial;
+      }
+    }
+    r.message = Summary(r, "passed with " + std::to_string(keep.size()) +
+                               " layer(s) moved back to fp32: " + Join(keep));
     return r;
   }
 

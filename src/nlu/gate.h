@@ -8,7 +8,8 @@
 // FP32 (BuildOptions::keep_fp): GEMMs are ranked once by engine::MeasureSensitivity (each GEMM
 // alone in INT8, relative output error against FP32 on the gate set's own token ids), and the
 // smallest prefix of that ranking that passes is searched (1, 2, 4, ... then bisection, each step
-// a full rebuild and evaluation), with the word-embedding table as the last candidate. It fails
+// a full rebuild and evaluation), with the word-embedding table as the last candidate; with
+// GateOptions::prune, layers of that prefix that the gate does not need are then put back. It fails
 // when even the allowed maximum of moved layers does not pass, naming the most sensitive ones.
 #pragma once
 
@@ -33,6 +34,11 @@ struct GateOptions {
   int batch = 32;
   std::string work_dir;             // scratch folder for plans; empty = a fresh temp folder
   bool verbose = true;              // progress on stderr
+  // After the search: try each layer of the passing list alone back in INT8, least sensitive
+  // first, and leave it there when the gate still passes (one more build and evaluation per
+  // layer): a list that passes need not be a prefix of the ranking, and every GEMM kept in FP32
+  // costs serving time.
+  bool prune = false;
 };
 
 struct GateStep {

@@ -67,7 +67,8 @@ json ClassJson(const Int8ClassResult& r) {
           {"int8_intent_accuracy", r.int8_intent_accuracy},
           {"fp32_slot_f1", r.fp32_slot_f1},
           {"int8_slot_f1", r.int8_slot_f1},
-          {"message", r.message}};
+          {"message", r.message},
+          {"steps", r.steps}};
 }
 
 FolderInt8 FromJson(const json& j, const std::string& path) {
@@ -95,6 +96,7 @@ FolderInt8 FromJson(const json& j, const std::string& path) {
       r.fp32_slot_f1 = c.value("fp32_slot_f1", 0.0);
       r.int8_slot_f1 = c.value("int8_slot_f1", 0.0);
       r.message = c.value("message", "");
+      r.steps = c.value("steps", json::array());
       f.classes.emplace_back(name, std::move(r));
     }
   } catch (const Error& e) {
@@ -363,6 +365,7 @@ FolderInt8 CalibrateFolder(const CalibrateOptions& o) {
     g.max_intent_drop = o.max_intent_drop;
     g.max_slot_f1_drop = o.max_slot_f1_drop;
     g.work_dir = (work / ("gate-" + cls)).string();
+    g.prune = true;  // every GEMM kept in FP32 costs serving time (PERF_NOTES.md)
     const GateReport rep = RunGate(g, ib, (work / (cls + ".plan")).string());
     Int8ClassResult r;
     r.passed = rep.passed;
@@ -373,6 +376,9 @@ FolderInt8 CalibrateFolder(const CalibrateOptions& o) {
     for (const auto& s : rep.steps)
       if (s.passed) step = &s;
     if (!step && !rep.steps.empty()) step = &rep.steps.back();
+    for (const auto& s : rep.steps)
+      r.steps.push_back(
+          {{"keep_fp", s.keep_fp}, {"intent_agreement", s.intent_agreement}, {"passed", s.passed}});
     if (step) {
       r.intent_agreement = step->intent_agreement;
       r.int8_intent_accuracy = step->intent_accuracy;

@@ -15,7 +15,8 @@
 //             "max_intent_drop_pp": 0.5, "max_slot_f1_drop_pp": 0.5},
 //    "classes": {"w8": {"passed": true, "keep_fp": [], "intent_agreement": 0.998,
 //                       "fp32_intent_accuracy": ..., "int8_intent_accuracy": ...,
-//                       "fp32_slot_f1": ..., "int8_slot_f1": ..., "message": "..."},
+//                       "fp32_slot_f1": ..., "int8_slot_f1": ..., "message": "...",
+//                       "steps": [{"keep_fp": [...], "intent_agreement": ..., "passed": ...}]},
 //                "w7": {...}},
 //    "calibrated_on": {"cpu": "...", "isa": "avx512", "hotline": "0.1.0"}}
 #pragma once
@@ -45,6 +46,8 @@ struct Int8ClassResult {
   double fp32_intent_accuracy = 0, int8_intent_accuracy = 0;
   double fp32_slot_f1 = 0, int8_slot_f1 = 0;
   std::string message;
+  nlohmann::json steps = nlohmann::json::array();  // every build the gate evaluated, in order:
+                                                   // {keep_fp, intent_agreement, passed}
 };
 
 struct FolderInt8 {

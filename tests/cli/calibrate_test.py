@@ -113,6 +113,19 @@ def test_default_gate_holds_agreement_of_99_5(env):
     if c["passed"]:
         assert c["intent_agreement"] >= 0.995, c
         assert 100 * (c["fp32_intent_accuracy"] - c["int8_intent_accuracy"]) <= 0.5 + 1e-9
+    # The file holds every build the gate evaluated; the last passing one is the result.
+    steps = c["steps"]
+    assert steps and not steps[0]["passed"] and steps[0]["keep_fp"] == [], steps[0]
+    passing = [s for s in steps if s["passed"]]
+    if c["passed"]:
+        assert passing[-1]["keep_fp"] == c["keep_fp"]
+        assert passing[-1]["intent_agreement"] == c["intent_agreement"]
+        # Pruned: every GEMM still kept in FP32 was tried back in INT8 (with the others kept)
+        # and that build failed.
+        kept = set(c["keep_fp"])
+        for e in kept:
+            assert any(not s["passed"] and e not in s["keep_fp"] and
+                       kept - {e} <= set(s["keep_fp"]) for s in steps), (e, steps)
 
 
 def test_predict_and_eval_take_int8_with_no_further_flags(env, calibrated):
