@@ -137,3 +137,39 @@ def test_precision_int8_in_the_config_loads(stubs, tmp_path, repo, reference):
         assert srv.alive()
     finally:
         assert srv.stop() == 0
+
+
+class ServerWithArgs(Server):
+    """`hotline serve --config FILE ARGS...`: the command line over the config."""
+
+    def __init__(self, workdir, repo, extra, name, models, args):
+        self.args = args
+        super().__init__(workdir, repo, extra, name, models)
+
+    def wait_ready(self, timeout=240):
+        # Restart the process with the extra arguments (the base class started it without).
+        self.proc.terminate()
+        self.proc.wait()
+        self.log.close()
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([hotline_bin(), "serve", "--config", str(self.config),
+                                      *self.args], stdout=self.log, stderr=subprocess.STDOUT,
+                                     cwd=str(self.config.parent))
+        self.args = None
+        super().wait_ready(timeout)
+
+
+def test_serve_precision_flag_overrides_the_config(stubs, tmp_path, repo, reference):
+    root, _ = repo
+    srv = ServerWithArgs(tmp_path, root, "precision: fp32\n", "flag", ["calibrated"],
+                         ["--precision", "auto"])
+    try:
+        chosen = log_events(srv, "precision_chosen")
+        assert [c["precision"] for c in chosen] == ["int8"], chosen
+        case = sure_cases(reference)[0]
+        assert call(stubs, srv.target, case["text"], "calibrated").result.intent == case["intent"]
+    finally:
+        assert srv.stop() == 0
+    p = subprocess.run([hotline_bin(), "serve", "--config", str(srv.config), "--precision",
+                        "int4"], capture_output=True, timeout=60)
+    assert p.returncode == 1 and b"unknown precision 'int4'" in p.stderr, p.stderr
