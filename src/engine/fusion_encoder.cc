@@ -317,11 +317,19 @@ void FuseAttention(Graph* g, ShapeInfo* s, FusionReport* report) {
     const Node* rc = tc && tc->ints("perm") == std::vector<int64_t>{0, 2, 1, 3}
                          ? rw.OnlyConsumer(tc->outputs[0], "Reshape") : nullptr;
     if (!rc) {
-      const Node* t = rw.OnlyConsumer(pv->outputs[0]);
-      note(sm, "context is not Transpose(0,2,1,3) → Reshape: " +
-                   (t ? t->Describe() + (tc ? " is read by " + std::to_string(rw.Uses(tc->outputs[0])) +
-                                             " nodes or is not a Reshape's input" : " follows " + pv->Describe())
-                      : pv->Describe() + " has " + std::to_string(rw.Uses(pv->outputs[0])) + " readers"));
+      std::string why;
+      if (const Node* t = rw.OnlyConsumer(pv->outputs[0]); !t) {
+        why = pv->Describe() + " has " + std::to_string(rw.Uses(pv->outputs[0])) + " readers";
+      } else if (!tc) {
+        why = t->Describe() + " follows " + pv->Describe();
+      } else if (tc->ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) {
+        why = tc->Describe() + " has another perm";
+      } else {
+        const Node* r = rw.OnlyConsumer(tc->outputs[0]);
+        why = r ? r->Describe() + " follows " + tc->Describe()
+                : tc->Describe() + " has " + std::to_string(rw.Uses(tc->outputs[0])) + " readers";
+      }
+      note(sm, "context is not Transpose(0,2,1,3) → Reshape: " + why);
       continue;
     }
     const auto& qshape = s->probe.at(qr);  // [b, s, heads, head_dim]
