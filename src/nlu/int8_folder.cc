@@ -26,6 +26,15 @@ std::string CalibrateCommand(const ModelConfig& c) {
   return "hotline calibrate --model " + c.dir + " --calib CALIB.jsonl --gate HELD_OUT.jsonl";
 }
 
+// How a folder without calibration gets one, in words.
+std::string HowToCalibrate(const ModelConfig& c) {
+  if (c.kind != "joint")
+    return "hotline calibrate gates joint models; a " + c.kind +
+           " folder has no INT8 calibration of its own (`hotline build --precision int8 "
+           "--calib` builds a plan from call text)";
+  return "make it with `" + CalibrateCommand(c) + "`";
+}
+
 int QmaxOf(const std::string& weight_class) {
   if (weight_class == "w8") return 127;
   if (weight_class == "w7") return 63;
@@ -158,7 +167,7 @@ std::string ApplyFolderInt8(const ModelConfig& config, engine::BuildOptions* o) 
     engine::BuildOptions probe = *o;
     if (engine::ApplyQdqScales(config.onnx_file, &probe)) return "";  // the model's own scales
     throw Error("model folder '" + config.dir + "' has no INT8 calibration (" +
-                    kInt8CalibrationFile + "): make it with `" + CalibrateCommand(config) + "`",
+                    kInt8CalibrationFile + "): " + HowToCalibrate(config),
                 Code::kFailedPrecondition);
   }
   if (f->onnx_fnv1a != FileFnv1a(config.onnx_file))
@@ -193,8 +202,8 @@ bool FolderInt8Usable(const ModelConfig& config, std::string* why) {
     return false;
   }
   if (!f) {
-    *why = std::string("the folder has no INT8 calibration (") + kInt8CalibrationFile +
-           "; make it with `" + CalibrateCommand(config) + "`)";
+    *why = std::string("the folder has no INT8 calibration (") + kInt8CalibrationFile + "; " +
+           HowToCalibrate(config) + ")";
     return false;
   }
   std::string hash;

@@ -209,3 +209,18 @@ def test_bad_calibrate_input(env):
     assert p.returncode == 1 and "does not exist" in p.stderr.decode(), p.stderr.decode()
     p = calibrate(env, copy_model(env, "badclass"), "--classes", "w9")
     assert p.returncode == 1 and "w9" in p.stderr.decode(), p.stderr.decode()
+
+
+def test_classifier_folders_say_calibrate_is_for_joint_models(env):
+    clf = os.path.join(env["dir"], "tiny_classifier")
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "nlu", "tiny_classifier"), clf,
+                    ignore=shutil.ignore_patterns("cache"))
+    p = calibrate(env, clf)
+    assert p.returncode == 1 and "is a classifier folder" in p.stderr.decode(), p.stderr.decode()
+    p = run(["predict", "--model", clf, "--precision", "int8", "--text", TEXTS[0]])
+    assert p.returncode == 1, p.stderr.decode()
+    assert "gates joint models" in p.stderr.decode(), p.stderr.decode()
+    p = run(["predict", "--model", clf, "--precision", "auto", "--text", TEXTS[0]])
+    assert p.returncode == 0, p.stderr.decode()
+    assert "no int8 (the folder has no INT8 calibration" in p.stderr.decode(), p.stderr.decode()
+    assert "department" in json.loads(p.stdout.decode().splitlines()[0])
