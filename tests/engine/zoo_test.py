@@ -10,7 +10,7 @@ sequence classification, token classification. For each:
     no MatMul/Softmax left,
   - `hotline infer` against ONNX Runtime on a padded batch: relative error <= 1e-4 on kept tokens
     (BF16: normalised L2 error <= 1%),
-  - INT8 for some of them (calibrated on random ids) within the quantisation error.
+  - INT8 (calibrated on random text) within the quantisation error: normalised L2 error <= 5%.
 """
 import json
 import os
@@ -139,7 +139,6 @@ CASES = [
     ("distilbert", "tok", False, False, 17, False, False, 18),
 ]
 EXPORTERS = ["torchscript", "dynamo"]
-INT8 = {("bert", "seq"), ("distilbert", "tok")}
 
 
 def case_id(c):
@@ -247,24 +246,26 @@ def test_zoo_builds_fused_and_matches_onnxruntime(case, exporter, tmp_path):
     errs16 = compare(plan16, onnx_path, inputs, tmp_path, l2=True)
     print(f"bf16 {case_id(case)} {exporter}: normalised L2 error {errs16}")
     assert max(errs16.values()) <= 1e-2, errs16
-    if (arch, head) in INT8:
-        # Calibration text over a made-up vocabulary: token k is "w<k>".
-        vocab = tmp_path / "vocab.txt"
-        vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n" +
-                         "".join(f"w{k}\n" for k in range(5, VOCAB)))
-        calib = tmp_path / "calib.jsonl"
-        rng = np.random.default_rng(3)
-        calib.write_text("".join(json.dumps({"text": " ".join(f"w{k}" for k in rng.integers(5, VOCAB, 12))}) + "\n"
-                                 for _ in range(16)))
-        plan8 = str(tmp_path / "int8.plan")
-        hotline("build", "--onnx", onnx_path, "--precision", "int8", "--calib", str(calib),
-                "--vocab", str(vocab),
-                "--profile", "1x1:2x16:4x32", "--no-tune", "-o", plan8)
-        errs8 = compare(plan8, onnx_path, inputs, tmp_path, l2=True)
-        print(f"int8 {case_id(case)} {exporter}: normalised L2 error {errs8}")
-        # 8-bit activations and weights over two layers: a few percent; a wrong scale, zero point
-        # or layout is off by far more.
-        assert max(errs8.values()) <= 0.05, errs8
+    # INT8, calibrated on text over a made-up vocabulary: token k is "w<k>".
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n" +
+                     "".join(f"w{k}\n" for k in range(5, VOCAB)))
+    calib = tmp_path / "calib.jsonl"
+    rng = np.random.default_rng(3)
+    calib.write_text("".join(json.dumps({"text": " ".join(f"w{k}" for k in rng.integers(5, VOCAB, 12))}) + "\n"
+                             for _ in range(16)))
+    plan8 = str(tmp_path / "int8.plan")
+    hotline("build", "--onnx", onnx_path, "--precision", "int8", "--calib", str(calib),
+            "--vocab", str(vocab),
+            "--profile", "1x1:2x16:4x32", "--no-tune", "-o", plan8)
+    precisions = [o["precision"] for o in json.loads(hotline("inspect", "--json", plan8).stdout)["ops"]
+                  if o["type"] in ("Dense", "DenseLayerNorm")]
+    assert precisions.count("int8") >= 4 * LAYERS, precisions  # every encoder GEMM at least
+    errs8 = compare(plan8, onnx_path, inputs, tmp_path, l2=True)
+    print(f"int8 {case_id(case)} {exporter}: normalised L2 error {errs8}")
+    # 8-bit activations and weights over two layers: measured 0.3-1.3%; a wrong scale, zero
+    # point or layout is off by far more.
+    assert max(errs8.values()) <= 0.05, errs8
 
 
 class WeakMaskEncoder(torch.nn.Module):
