@@ -1,9 +1,10 @@
 """Bring your own model: the BERT family from the installed transformers, through each torch
 exporter this torch has, must build into a fused CPU plan that matches ONNX Runtime.
 
-Each model is made here from a tiny config (random weights, nothing downloaded): BERT, RoBERTa,
-ALBERT (shared layers, factorised embeddings, tanh GELU), DistilBERT (masked_fill attention, no token types),
-ELECTRA (discriminator, projected embeddings); heads: last_hidden_state (with and without a pooler),
+Each model is made here from a tiny config (random weights, nothing downloaded): BERT (Chinese
+RoBERTa-wwm and MacBERT checkpoints are BERTs), ERNIE, RoBERTa, ALBERT (shared layers, factorised
+embeddings, tanh GELU), DistilBERT (masked_fill attention, no token types), ELECTRA
+(discriminator, projected embeddings); heads: last_hidden_state (with and without a pooler),
 sequence classification, token classification. For each:
   - `hotline build --require-fused` at FP32 (exit 3 when a pattern does not apply), and BF16,
   - the fused op count from `hotline inspect --json`: one EmbedLayerNorm, one Attention per layer,
@@ -33,8 +34,9 @@ def config(arch):
     t = transformers
     common = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
                   num_attention_heads=HEADS, intermediate_size=FFN, num_labels=LABELS)
-    if arch == "bert":
-        return t.BertConfig(max_position_embeddings=MAX_POS, **common)
+    if arch in ("bert", "ernie"):  # Chinese RoBERTa-wwm and MacBERT checkpoints are BERTs too
+        kind = t.BertConfig if arch == "bert" else t.ErnieConfig
+        return kind(max_position_embeddings=MAX_POS, **common)
     if arch == "roberta":  # positions start after the padding index; one token type
         return t.RobertaConfig(max_position_embeddings=MAX_POS + 2, type_vocab_size=1,
                                pad_token_id=1, **common)
@@ -52,13 +54,14 @@ def config(arch):
 
 def model(arch, head, pooler):
     t = transformers
-    names = {"bert": "Bert", "roberta": "Roberta", "albert": "Albert", "electra": "Electra",
+    names = {"bert": "Bert", "ernie": "Ernie", "roberta": "Roberta", "albert": "Albert",
+             "electra": "Electra",
              "distilbert": "DistilBert"}
     cls = {"base": "Model", "seq": "ForSequenceClassification",
            "tok": "ForTokenClassification"}[head]
     kind = getattr(t, names[arch] + cls)
     torch.manual_seed(0)
-    if head == "base" and arch in ("bert", "roberta", "albert"):
+    if head == "base" and arch in ("bert", "ernie", "roberta", "albert"):
         m = kind(config(arch), add_pooling_layer=pooler) if arch != "albert" else kind(config(arch))
     else:
         m = kind(config(arch))
@@ -98,7 +101,8 @@ def export(arch, head, pooler, types, exporter, opset, path, external=False, pos
         ((args[3],) if positions else ())
     axes = {k: {0: "batch", 1: "seq"} for k in inputs}
     for o in outputs:
-        axes[o] = {0: "batch", 1: "seq"} if o in ("last_hidden_state",) or head == "tok" else {0: "batch"}
+        per_token = o == "last_hidden_state" or head == "tok"
+        axes[o] = {0: "batch", 1: "seq"} if per_token else {0: "batch"}
     if exporter == "torchscript":
         torch.onnx.export(w, args, path, input_names=inputs, output_names=outputs,
                           dynamic_axes=axes, opset_version=opset)
@@ -126,6 +130,8 @@ CASES = [
     ("bert", "seq", True, True, 17, False),
     ("bert", "tok", True, True, 13, False),
     ("bert", "seq", True, True, 14, False, True),
+    ("ernie", "seq", True, True, 14, False),
+    ("ernie", "base", False, False, 17, False),
     ("roberta", "seq", True, False, 14, False),
     ("roberta", "base", False, False, 17, False),
     ("albert", "tok", True, True, 14, False),
@@ -211,7 +217,8 @@ def test_zoo_builds_fused_and_matches_onnxruntime(case, exporter, tmp_path):
                 "1x1:2x16:4x32", "--no-tune", "--require-fused", "-o", plan, check=False)
     if p.returncode != 0:
         explain = hotline("inspect", "--explain", onnx_path, check=False)
-        pytest.fail(f"not fused (exit {p.returncode}):\n{p.stderr}\n{explain.stdout}{explain.stderr}")
+        pytest.fail(f"not fused (exit {p.returncode}):\n{p.stderr}\n"
+                    f"{explain.stdout}{explain.stderr}")
     info = json.loads(hotline("inspect", "--json", plan).stdout)
     assert info["mode"] == "packed"
     ops = {}
@@ -223,9 +230,9 @@ def test_zoo_builds_fused_and_matches_onnxruntime(case, exporter, tmp_path):
     # projections with residual and LayerNorm). Besides: the embedding projection (ALBERT,
     # ELECTRA), the pooler, and the head's GEMMs.
     assert ops.get("DenseLayerNorm") == 2 * LAYERS, ops
-    pooled = (arch == "bert" and head == "seq") or (head == "base" and pooler and
-                                                  arch in ("bert", "albert"))
-    head_gemms = {"base": 0, "tok": 1, "seq": 1 if arch == "bert" else 2}[head]
+    pooled = (arch in ("bert", "ernie") and head == "seq") or (head == "base" and pooler and
+                                                              arch in ("bert", "ernie", "albert"))
+    head_gemms = {"base": 0, "tok": 1, "seq": 1 if arch in ("bert", "ernie") else 2}[head]
     extra = int(arch in ("albert", "electra")) + int(pooled) + head_gemms
     assert ops.get("Dense") == 2 * LAYERS + extra, ops
     assert not {"MatMul", "Softmax", "Gemm", "Reshape", "Transpose"} & set(ops), ops
@@ -252,14 +259,14 @@ def test_zoo_builds_fused_and_matches_onnxruntime(case, exporter, tmp_path):
                      "".join(f"w{k}\n" for k in range(5, VOCAB)))
     calib = tmp_path / "calib.jsonl"
     rng = np.random.default_rng(3)
-    calib.write_text("".join(json.dumps({"text": " ".join(f"w{k}" for k in rng.integers(5, VOCAB, 12))}) + "\n"
-                             for _ in range(16)))
+    lines = [" ".join(f"w{k}" for k in rng.integers(5, VOCAB, 12)) for _ in range(16)]
+    calib.write_text("".join(json.dumps({"text": line}) + "\n" for line in lines))
     plan8 = str(tmp_path / "int8.plan")
     hotline("build", "--onnx", onnx_path, "--precision", "int8", "--calib", str(calib),
             "--vocab", str(vocab),
             "--profile", "1x1:2x16:4x32", "--no-tune", "-o", plan8)
-    precisions = [o["precision"] for o in json.loads(hotline("inspect", "--json", plan8).stdout)["ops"]
-                  if o["type"] in ("Dense", "DenseLayerNorm")]
+    ops8 = json.loads(hotline("inspect", "--json", plan8).stdout)["ops"]
+    precisions = [o["precision"] for o in ops8 if o["type"] in ("Dense", "DenseLayerNorm")]
     assert precisions.count("int8") >= 4 * LAYERS, precisions  # every encoder GEMM at least
     errs8 = compare(plan8, onnx_path, inputs, tmp_path, l2=True)
     print(f"int8 {case_id(case)} {exporter}: normalised L2 error {errs8}")
@@ -324,8 +331,8 @@ def test_sdpa_style_attention_fuses(tmp_path):
     ops = {n.op_type for n in onnx.load(onnx_path).graph.node}
     assert {"IsNaN", "Where"} <= ops, ops  # the pattern under test is really in the file
     plan = str(tmp_path / "sdpa.plan")
-    hotline("build", "--onnx", onnx_path, "--no-tune", "--require-fused", "--profile", "1x1:2x16:4x32",
-            "-o", plan)
+    hotline("build", "--onnx", onnx_path, "--no-tune", "--require-fused", "--profile",
+            "1x1:2x16:4x32", "-o", plan)
     kinds = [o["type"] for o in json.loads(hotline("inspect", "--json", plan).stdout)["ops"]]
     assert kinds.count("Attention") == 1 and "Softmax" not in kinds, kinds
     errs = compare(plan, onnx_path, ["input_ids", "attention_mask"], tmp_path)
