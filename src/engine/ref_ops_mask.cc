@@ -21,7 +21,10 @@ std::vector<int64_t> Strides(const std::vector<int64_t>& shape) {
 }
 
 void CopyElem(const HTensor& x, int64_t from, HTensor* y, int64_t to) {
-  if (x.is_float()) y->f[to] = x.f[from]; else y->i[to] = x.i[from];
+  if (x.is_float())
+    y->f[to] = x.f[from];
+  else
+    y->i[to] = x.i[from];
 }
 
 void IsNanInf(const Node& n, int64_t, const std::vector<const HTensor*>& in,
@@ -59,7 +62,10 @@ void Trilu(const Node& n, int64_t, const std::vector<const HTensor*>& in,
     const int64_t c = e % C, r = (e / C) % R;
     const bool keep = upper ? c - r >= k : c - r <= k;
     if (keep) continue;
-    if (y.is_float()) y.f[e] = 0.f; else y.i[e] = 0;
+    if (y.is_float())
+      y.f[e] = 0.f;
+    else
+      y.i[e] = 0;
   }
   (*out)[0] = std::move(y);
 }
@@ -83,7 +89,10 @@ void CumSum(const Node& n, int64_t, const std::vector<const HTensor*>& in,
         const int64_t e = (o * D + a) * inner + j;
         const double v = x.at_f(e);
         if (!exclusive) acc += v;
-        if (y.is_float()) y.f[e] = float(acc); else y.i[e] = int64_t(acc);
+        if (y.is_float())
+          y.f[e] = float(acc);
+        else
+          y.i[e] = int64_t(acc);
         if (exclusive) acc += v;
       }
     }
@@ -94,8 +103,10 @@ void CumSum(const Node& n, int64_t, const std::vector<const HTensor*>& in,
 int64_t CheckedIndex(int64_t v, int64_t dim, const Node& n) {
   if (v < 0) v += dim;
   if (v < 0 || v >= dim) {
-    throw Error(n.Describe() + ": index " + std::to_string(v) + " is out of range for a dimension "
-                "of size " + std::to_string(dim));
+    throw Error(n.Describe() + ": index " + std::to_string(v) +
+                " is out of range for a dimension "
+                "of size " +
+                std::to_string(dim));
   }
   return v;
 }
@@ -153,19 +164,26 @@ void ScatterND(const Node& n, int64_t, const std::vector<const HTensor*>& in,
   HTensor y = x;
   for (int64_t t = 0; t < tuples; ++t) {
     int64_t off = 0;
-    for (int64_t j = 0; j < last; ++j) off += CheckedIndex(idx.i[t * last + j], x.shape[j], n) * xs[j];
+    for (int64_t j = 0; j < last; ++j)
+      off += CheckedIndex(idx.i[t * last + j], x.shape[j], n) * xs[j];
     for (int64_t s = 0; s < slice; ++s) {
       const int64_t e = off + s, u = t * slice + s;
       if (y.is_float()) {
         float& v = y.f[e];
         const float w = upd.f[u];
-        v = red == "add" ? v + w : red == "mul" ? v * w : red == "max" ? std::max(v, w)
-            : red == "min" ? std::min(v, w) : w;
+        v = red == "add"   ? v + w
+            : red == "mul" ? v * w
+            : red == "max" ? std::max(v, w)
+            : red == "min" ? std::min(v, w)
+                           : w;
       } else {
         int64_t& v = y.i[e];
         const int64_t w = upd.i[u];
-        v = red == "add" ? v + w : red == "mul" ? v * w : red == "max" ? std::max(v, w)
-            : red == "min" ? std::min(v, w) : w;
+        v = red == "add"   ? v + w
+            : red == "mul" ? v * w
+            : red == "max" ? std::max(v, w)
+            : red == "min" ? std::min(v, w)
+                           : w;
       }
     }
   }
@@ -219,9 +237,9 @@ void Split(const Node& n, int64_t opset, const std::vector<const HTensor*>& in,
   const int64_t r = int64_t(x.shape.size());
   const int64_t axis = NormAxis(n.i("axis", 0), r, n);
   const int64_t parts = int64_t(n.outputs.size());
-  std::vector<int64_t> sizes = opset >= 13 ? (in.size() > 1 && in[1] ? IntsOf(*in[1])
-                                                                     : std::vector<int64_t>{})
-                                           : n.ints("split");
+  std::vector<int64_t> sizes =
+      opset >= 13 ? (in.size() > 1 && in[1] ? IntsOf(*in[1]) : std::vector<int64_t>{})
+                  : n.ints("split");
   const int64_t D = x.shape[axis];
   if (sizes.empty()) {
     const int64_t each = (D + parts - 1) / parts;

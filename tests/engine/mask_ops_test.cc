@@ -14,8 +14,8 @@ namespace {
 
 using I = std::vector<int64_t>;
 
-HTensor RunOp(const std::string& op, std::vector<HTensor> in, std::map<std::string, Attr> attrs = {},
-            int outputs = 1, int64_t opset = 17) {
+HTensor RunOp(const std::string& op, std::vector<HTensor> in,
+              std::map<std::string, Attr> attrs = {}, int outputs = 1, int64_t opset = 17) {
   Node n;
   n.name = op + "_test";
   n.op = op;
@@ -62,14 +62,16 @@ TEST(MaskOpsTest, GatherNDAndScatterND) {
   EXPECT_EQ(rows.i, (I{2, 3, 0, 1}));
   // batch_dims = 1: data [2,2,2], indices [[1],[0]] -> [[2,3],[4,5]].
   const HTensor d3 = HTensor::Int({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
-  EXPECT_EQ(RunOp("GatherND", {d3, HTensor::Int({2, 1}, {1, 0})}, {{"batch_dims", Attr{int64_t(1)}}}).i,
-            (I{2, 3, 4, 5}));
-  const HTensor s = RunOp("ScatterND", {HTensor::Int({4}, {1, 2, 3, 4}), HTensor::Int({2, 1}, {3, 0}),
-                                      HTensor::Int({2}, {9, 7})});
+  EXPECT_EQ(
+      RunOp("GatherND", {d3, HTensor::Int({2, 1}, {1, 0})}, {{"batch_dims", Attr{int64_t(1)}}}).i,
+      (I{2, 3, 4, 5}));
+  const HTensor s = RunOp("ScatterND", {HTensor::Int({4}, {1, 2, 3, 4}),
+                                        HTensor::Int({2, 1}, {3, 0}), HTensor::Int({2}, {9, 7})});
   EXPECT_EQ(s.i, (I{7, 2, 3, 9}));
-  const HTensor a = RunOp("ScatterND", {HTensor::Int({4}, {1, 2, 3, 4}), HTensor::Int({1, 1}, {1}),
-                                      HTensor::Int({1}, {5})},
-                        {{"reduction", Attr{std::string("add")}}});
+  const HTensor a =
+      RunOp("ScatterND",
+            {HTensor::Int({4}, {1, 2, 3, 4}), HTensor::Int({1, 1}, {1}), HTensor::Int({1}, {5})},
+            {{"reduction", Attr{std::string("add")}}});
   EXPECT_EQ(a.i, (I{1, 7, 3, 4}));
   EXPECT_THROW(RunOp("GatherND", {data, HTensor::Int({1, 2}, {2, 0})}), Error);  // out of range
 }
@@ -77,13 +79,15 @@ TEST(MaskOpsTest, GatherNDAndScatterND) {
 TEST(MaskOpsTest, GatherElementsTileSplit) {
   const HTensor data = HTensor::Int({2, 2}, {1, 2, 3, 4});
   EXPECT_EQ(RunOp("GatherElements", {data, HTensor::Int({2, 2}, {0, 0, 1, 0})},
-                {{"axis", Attr{int64_t(1)}}}).i,
+                  {{"axis", Attr{int64_t(1)}}})
+                .i,
             (I{1, 1, 4, 3}));
   const HTensor t = RunOp("Tile", {HTensor::Int({1, 2}, {5, 6}), HTensor::Int({2}, {2, 2})});
   EXPECT_EQ(t.shape, (I{2, 4}));
   EXPECT_EQ(t.i, (I{5, 6, 5, 6, 5, 6, 5, 6}));
-  const HTensor first = RunOp("Split", {HTensor::Int({2, 3}, {1, 2, 3, 4, 5, 6}), HTensor::Int({2}, {1, 2})},
-                            {{"axis", Attr{int64_t(1)}}}, 2);
+  const HTensor first =
+      RunOp("Split", {HTensor::Int({2, 3}, {1, 2, 3, 4, 5, 6}), HTensor::Int({2}, {1, 2})},
+            {{"axis", Attr{int64_t(1)}}}, 2);
   EXPECT_EQ(first.shape, (I{2, 1}));
   EXPECT_EQ(first.i, (I{1, 4}));
   EXPECT_THROW(RunOp("Split", {HTensor::Int({3}, {1, 2, 3}), HTensor::Int({2}, {1, 1})}, {}, 2),
@@ -133,7 +137,7 @@ TEST(MaskOpsTest, RewireShapesTakesShapeNodesOffIntermediateValues) {
     }
   }
   EXPECT_EQ(g.Consumers().at("x").size(), 1u);  // only the Reshape reads it now
-  ASSERT_TRUE(g.IsConst("h"));  // Shape(x)[2] = 4, folded through the Cast
+  ASSERT_TRUE(g.IsConst("h"));                  // Shape(x)[2] = 4, folded through the Cast
   EXPECT_EQ(g.Const("h")->f, (std::vector<float>{4.f}));
   const auto after = RunReference(g, MakeProbeFeeds(g, 2, 5, {5, 3})).at("out");
   EXPECT_EQ(after.shape, before.shape);
