@@ -22,6 +22,24 @@ struct StmtDeleter {
 };
 using Stmt = std::unique_ptr<sqlite3_stmt, StmtDeleter>;
 
+// Rolls back the open transaction unless Commit() ran: a throw between BEGIN and COMMIT never
+// leaves the connection inside a transaction.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {}
+  ~Transaction() {
+    if (db_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  bool Commit() {
+    const bool ok = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK;
+    if (ok) db_ = nullptr;
+    return ok;
+  }
+
+ private:
+  sqlite3* db_;
+};
+
 std::string ColumnText(sqlite3_stmt* s, int i) {
   const auto* p = sqlite3_column_text(s, i);
   return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
@@ -242,7 +260,8 @@ class SqliteStore final : public WorkOrderStore {
   bool HasColumn(const std::string& name);
   int VersionLocked();
   Stmt Prepare(const char* sql);
-  [[noreturn]] void Fail(const std::string& what, bool rollback);
+  // Throws kUnavailable with SQLite's message (an open Transaction rolls back as it unwinds).
+  [[noreturn]] void Fail(const std::string& what);
 
   sqlite3* db_;
   std::mutex mu_;  // one statement at a time on db_
@@ -256,9 +275,8 @@ Stmt SqliteStore::Prepare(const char* sql) {
   return Stmt(raw);
 }
 
-void SqliteStore::Fail(const std::string& what, bool rollback) {
+void SqliteStore::Fail(const std::string& what) {
   const std::string msg = sqlite3_errmsg(db_);
-  if (rollback) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   throw Error("work-order store '" + path_ + "': " + what + ": " + msg, Code::kUnavailable);
 }
 
@@ -283,7 +301,7 @@ void SqliteStore::Exec(const std::string& sql) {
 
 int SqliteStore::VersionLocked() {
   Stmt q = Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
-  if (sqlite3_step(q.get()) != SQLITE_ROW) Fail("reading the schema version", false);
+  if (sqlite3_step(q.get()) != SQLITE_ROW) Fail("reading the schema version");
   return int(sqlite3_column_int(q.get(), 0));
 }
 
@@ -329,7 +347,7 @@ void SqliteStore::Migrate() {
       sqlite3_bind_int(ins.get(), 1, v);
       sqlite3_bind_text(ins.get(), 2, m.what, -1, SQLITE_TRANSIENT);
       sqlite3_bind_text(ins.get(), 3, at.c_str(), -1, SQLITE_TRANSIENT);
-      if (sqlite3_step(ins.get()) != SQLITE_DONE) Fail("recording migration", false);
+      if (sqlite3_step(ins.get()) != SQLITE_DONE) Fail("recording migration");
       Exec("COMMIT");
     } catch (...) {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -349,9 +367,10 @@ WorkOrder SqliteStore::Create(WorkOrder order, std::chrono::system_clock::time_p
   order.updated_at.clear();
   // IMMEDIATE takes the write lock first, so two processes never pick the same sequence number.
   Exec("BEGIN IMMEDIATE");
+  Transaction tx(db_);
   Stmt next = Prepare("SELECT COALESCE(MAX(seq), 0) + 1 FROM work_orders WHERE day = ?");
   sqlite3_bind_text(next.get(), 1, day.c_str(), -1, SQLITE_TRANSIENT);
-  if (sqlite3_step(next.get()) != SQLITE_ROW) Fail("next sequence", true);
+  if (sqlite3_step(next.get()) != SQLITE_ROW) Fail("next sequence");
   const int64_t seq = sqlite3_column_int64(next.get(), 0);
   order.id = FormatOrderId(day, static_cast<long long>(seq));
   Stmt ins = Prepare(
@@ -370,16 +389,16 @@ WorkOrder SqliteStore::Create(WorkOrder order, std::chrono::system_clock::time_p
       &unverified,       &order.place_key};
   for (int i = 0; i < 10; ++i)
     sqlite3_bind_text(ins.get(), i + 5, rest[i]->c_str(), -1, SQLITE_TRANSIENT);
-  if (sqlite3_step(ins.get()) != SQLITE_DONE) Fail("insert", true);
+  if (sqlite3_step(ins.get()) != SQLITE_DONE) Fail("insert");
   ins.reset();
   next.reset();
   if (outbox_) {
     Stmt q = Prepare("INSERT INTO outbox (order_id, created_at, next_at) VALUES (?, ?, 0)");
     sqlite3_bind_text(q.get(), 1, order.id.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(q.get(), 2, order.created_at.c_str(), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(q.get()) != SQLITE_DONE) Fail("queueing the order for delivery", true);
+    if (sqlite3_step(q.get()) != SQLITE_DONE) Fail("queueing the order for delivery");
   }
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) Fail("commit", true);
+  if (!tx.Commit()) Fail("commit");
   return order;
 }
 
@@ -390,7 +409,7 @@ std::optional<WorkOrder> SqliteStore::GetLocked(const std::string& key) {
   sqlite3_bind_text(q.get(), 1, key.c_str(), -1, SQLITE_TRANSIENT);
   const int rc = sqlite3_step(q.get());
   if (rc == SQLITE_DONE) return std::nullopt;
-  if (rc != SQLITE_ROW) Fail("reading an order", false);
+  if (rc != SQLITE_ROW) Fail("reading an order");
   WorkOrder o;
   o.id = ColumnText(q.get(), 0);
   o.call_id = ColumnText(q.get(), 1);
@@ -447,7 +466,7 @@ std::optional<WorkOrder> SqliteStore::Urge(const std::string& id,
   const std::string at = FormatRfc3339Utc(now);
   sqlite3_bind_text(ins.get(), 1, order->id.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(ins.get(), 2, at.c_str(), -1, SQLITE_TRANSIENT);
-  if (sqlite3_step(ins.get()) != SQLITE_DONE) Fail("recording an urging", false);
+  if (sqlite3_step(ins.get()) != SQLITE_DONE) Fail("recording an urging");
   order->urged_at.push_back(at);
   return order;
 }
@@ -481,18 +500,19 @@ std::optional<WorkOrder> SqliteStore::Link(const std::string& id, const std::str
   if (!order) return std::nullopt;
   const std::string at = FormatRfc3339Utc(now);
   Exec("BEGIN IMMEDIATE");
+  Transaction tx(db_);
   {
     Stmt link = Prepare("INSERT INTO linked_calls (order_id, call_id, at) VALUES (?, ?, ?)");
     sqlite3_bind_text(link.get(), 1, order->id.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(link.get(), 2, call_id.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(link.get(), 3, at.c_str(), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(link.get()) != SQLITE_DONE) Fail("joining a call to an order", true);
+    if (sqlite3_step(link.get()) != SQLITE_DONE) Fail("joining a call to an order");
     Stmt urge = Prepare("INSERT INTO urgings (order_id, at) VALUES (?, ?)");
     sqlite3_bind_text(urge.get(), 1, order->id.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(urge.get(), 2, at.c_str(), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(urge.get()) != SQLITE_DONE) Fail("joining a call to an order", true);
+    if (sqlite3_step(urge.get()) != SQLITE_DONE) Fail("joining a call to an order");
   }
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) Fail("commit", true);
+  if (!tx.Commit()) Fail("commit");
   order->linked_calls.push_back(call_id);
   order->urged_at.push_back(at);
   return order;
@@ -516,7 +536,7 @@ std::vector<WorkOrder> SqliteStore::List(const OrderQuery& query) {
   std::vector<std::string> keys;
   int rc;
   while ((rc = sqlite3_step(q.get())) == SQLITE_ROW) keys.push_back(ColumnText(q.get(), 0));
-  if (rc != SQLITE_DONE) Fail("listing orders", false);
+  if (rc != SQLITE_DONE) Fail("listing orders");
   q.reset();
   std::vector<WorkOrder> out;
   for (const std::string& key : keys)
@@ -532,17 +552,9 @@ std::optional<WorkOrder> SqliteStore::Update(const std::string& id, const OrderU
   std::lock_guard<std::mutex> lock(mu_);
   const std::string at = FormatRfc3339Utc(now);
   Exec("BEGIN IMMEDIATE");
-  std::optional<WorkOrder> order;
-  try {
-    order = GetLocked(key, true);
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
-  if (!order) {
-    Exec("ROLLBACK");
-    return std::nullopt;
-  }
+  Transaction tx(db_);
+  std::optional<WorkOrder> order = GetLocked(key, true);
+  if (!order) return std::nullopt;  // rolled back by tx
   {
     Stmt up = Prepare(
         "UPDATE work_orders SET status = CASE WHEN ?1 = '' THEN status ELSE ?1 END,"
@@ -550,15 +562,15 @@ std::optional<WorkOrder> SqliteStore::Update(const std::string& id, const OrderU
     sqlite3_bind_text(up.get(), 1, update.status.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(up.get(), 2, at.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(up.get(), 3, order->id.c_str(), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(up.get()) != SQLITE_DONE) Fail("updating an order", true);
+    if (sqlite3_step(up.get()) != SQLITE_DONE) Fail("updating an order");
     Stmt note = Prepare(
         "INSERT INTO order_notes (order_id, at, by_client, text, status) VALUES (?,?,?,?,?)");
     const std::string* v[] = {&order->id, &at, &update.by, &update.note, &update.status};
     for (int i = 0; i < 5; ++i)
       sqlite3_bind_text(note.get(), i + 1, v[i]->c_str(), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(note.get()) != SQLITE_DONE) Fail("recording a note", true);
+    if (sqlite3_step(note.get()) != SQLITE_DONE) Fail("recording a note");
   }
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) Fail("commit", true);
+  if (!tx.Commit()) Fail("commit");
   if (!update.status.empty()) order->status = update.status;
   order->updated_at = at;
   order->notes.push_back({at, update.by, update.note, update.status});
@@ -574,6 +586,7 @@ std::vector<OutboxItem> SqliteStore::ClaimOutbox(int limit,
                                                  std::chrono::seconds lease) {
   std::lock_guard<std::mutex> lock(mu_);
   Exec("BEGIN IMMEDIATE");  // claims by several processes on one file never overlap
+  Transaction tx(db_);
   std::vector<OutboxItem> out;
   {
     Stmt q = Prepare("SELECT seq, order_id, attempts FROM outbox WHERE delivered_at = '' AND"
@@ -584,16 +597,16 @@ std::vector<OutboxItem> SqliteStore::ClaimOutbox(int limit,
     while ((rc = sqlite3_step(q.get())) == SQLITE_ROW)
       out.push_back({sqlite3_column_int64(q.get(), 0), ColumnText(q.get(), 1),
                      sqlite3_column_int(q.get(), 2)});
-    if (rc != SQLITE_DONE) Fail("reading the outbox", true);
+    if (rc != SQLITE_DONE) Fail("reading the outbox");
     Stmt up = Prepare("UPDATE outbox SET next_at = ? WHERE seq = ?");
     for (const OutboxItem& item : out) {
       sqlite3_reset(up.get());
       sqlite3_bind_int64(up.get(), 1, UnixMillis(now + lease));
       sqlite3_bind_int64(up.get(), 2, item.seq);
-      if (sqlite3_step(up.get()) != SQLITE_DONE) Fail("leasing an outbox entry", true);
+      if (sqlite3_step(up.get()) != SQLITE_DONE) Fail("leasing an outbox entry");
     }
   }
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) Fail("commit", true);
+  if (!tx.Commit()) Fail("commit");
   return out;
 }
 
@@ -603,7 +616,7 @@ void SqliteStore::OutboxDelivered(int64_t seq, std::chrono::system_clock::time_p
   const std::string at = FormatRfc3339Utc(now);
   sqlite3_bind_text(q.get(), 1, at.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(q.get(), 2, seq);
-  if (sqlite3_step(q.get()) != SQLITE_DONE) Fail("marking a delivery", false);
+  if (sqlite3_step(q.get()) != SQLITE_DONE) Fail("marking a delivery");
 }
 
 void SqliteStore::OutboxFailed(int64_t seq, std::chrono::system_clock::time_point retry_at,
@@ -614,13 +627,13 @@ void SqliteStore::OutboxFailed(int64_t seq, std::chrono::system_clock::time_poin
   sqlite3_bind_int64(q.get(), 1, UnixMillis(retry_at));
   sqlite3_bind_text(q.get(), 2, error.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(q.get(), 3, seq);
-  if (sqlite3_step(q.get()) != SQLITE_DONE) Fail("recording a failed delivery", false);
+  if (sqlite3_step(q.get()) != SQLITE_DONE) Fail("recording a failed delivery");
 }
 
 int64_t SqliteStore::OutboxPending() {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt q = Prepare("SELECT COUNT(*) FROM outbox WHERE delivered_at = ''");
-  if (sqlite3_step(q.get()) != SQLITE_ROW) Fail("counting the outbox", false);
+  if (sqlite3_step(q.get()) != SQLITE_ROW) Fail("counting the outbox");
   return sqlite3_column_int64(q.get(), 0);
 }
 
