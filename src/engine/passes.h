@@ -2,7 +2,7 @@
 // inference with symbolic batch/sequence dimensions.
 //
 // Shape inference runs the graph on two probe batches (batch 2 × seq 5 and batch 3 × seq 7, with
-// padding) and compares every value's concrete shape: a dimension that follows the batch size is
+// padding; the second has no row of full length) and compares every value's concrete shape: a dimension that follows the batch size is
 // "batch", one that follows the sequence length is "seq", one that stays put is a number, anything
 // else is "?". Exact for the graphs exporters produce (shapes there are functions of batch and
 // seq), and it uses the same reference ops that execute the graph, so it cannot disagree with them.
