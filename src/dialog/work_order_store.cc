@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -89,6 +90,13 @@ std::string FormatOrderId(const std::string& day, long long seq) {
   char id[40];
   std::snprintf(id, sizeof id, "WO%s-%06lld", day.c_str(), seq);
   return id;
+}
+
+long long RandomOrderNumber() {
+  static std::mutex mu;
+  static std::random_device source;  // getrandom(2) on Linux
+  std::lock_guard<std::mutex> lock(mu);
+  return std::uniform_int_distribution<long long>(1, 999999)(source);
 }
 
 }  // namespace internal
@@ -368,10 +376,28 @@ WorkOrder SqliteStore::Create(WorkOrder order, std::chrono::system_clock::time_p
   // IMMEDIATE takes the write lock first, so two processes never pick the same sequence number.
   Exec("BEGIN IMMEDIATE");
   Transaction tx(db_);
-  Stmt next = Prepare("SELECT COALESCE(MAX(seq), 0) + 1 FROM work_orders WHERE day = ?");
-  sqlite3_bind_text(next.get(), 1, day.c_str(), -1, SQLITE_TRANSIENT);
-  if (sqlite3_step(next.get()) != SQLITE_ROW) Fail("next sequence");
-  const int64_t seq = sqlite3_column_int64(next.get(), 0);
+  int64_t seq = 0;
+  Stmt next;
+  if (random_ids_) {
+    next = Prepare("SELECT 1 FROM work_orders WHERE day = ? AND seq = ?");
+    for (int tries = 0; seq == 0; ++tries) {
+      if (tries == internal::kRandomIdTries)
+        throw Error("work-order store '" + path_ + "': no free random order number for " + day,
+                    Code::kResourceExhausted);
+      const int64_t candidate = internal::RandomOrderNumber();
+      sqlite3_reset(next.get());
+      sqlite3_bind_text(next.get(), 1, day.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(next.get(), 2, candidate);
+      const int rc = sqlite3_step(next.get());
+      if (rc == SQLITE_DONE) seq = candidate;  // not taken
+      else if (rc != SQLITE_ROW) Fail("choosing an order number");
+    }
+  } else {
+    next = Prepare("SELECT COALESCE(MAX(seq), 0) + 1 FROM work_orders WHERE day = ?");
+    sqlite3_bind_text(next.get(), 1, day.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(next.get()) != SQLITE_ROW) Fail("next sequence");
+    seq = sqlite3_column_int64(next.get(), 0);
+  }
   order.id = FormatOrderId(day, static_cast<long long>(seq));
   Stmt ins = Prepare(
       "INSERT INTO work_orders (id, key, day, seq, call_id, department, intent,"

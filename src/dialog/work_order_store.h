@@ -64,7 +64,7 @@ class WorkOrderStore {
   virtual ~WorkOrderStore() = default;
 
   // Assigns the id ("WO" + the day in Asia/Shanghai + "-" + a 6-digit sequence per day,
-  // e.g. WO20261201-000123), commits, and returns the stored order. order.id/status/created_at
+  // e.g. WO20261201-000123, or a random free number: UseRandomIds), commits, and returns the stored order. order.id/status/created_at
   // are set here (created_at from `now`).
   virtual WorkOrder Create(WorkOrder order, std::chrono::system_clock::time_point now) = 0;
   // Looks an order up by id; letters are case-insensitive and dashes, spaces and underscores are
@@ -90,6 +90,10 @@ class WorkOrderStore {
   // The schema version the store is at (the highest migration applied).
   virtual int SchemaVersion() = 0;
 
+  // Ids with a random 6-digit number instead of the day's sequence. They keep the form callers
+  // read out (WO20261201-483920), but cannot be found by counting. Call before the first Create.
+  void UseRandomIds() { random_ids_ = true; }
+
   // The outbox (webhook delivery). Once enabled, Create queues each new order in the same
   // transaction that stores it, so an order is never stored without its delivery pending.
   void EnableOutbox() { outbox_ = true; }
@@ -111,6 +115,7 @@ class WorkOrderStore {
   explicit WorkOrderStore(std::string path) : path_(std::move(path)) {}
   const std::string path_;
   bool outbox_ = false;
+  bool random_ids_ = false;
 };
 
 // The backends, for tests that name one (Open picks by the location's form).

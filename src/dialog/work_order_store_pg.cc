@@ -257,20 +257,35 @@ WorkOrder PgStore::Create(WorkOrder order, std::chrono::system_clock::time_point
   order.notes.clear();
   order.updated_at.clear();
   return Transaction("creating an order", [&] {
-    // The day's counter row is locked until COMMIT: servers never pick the same number.
-    Result seq = Exec(
-        "INSERT INTO order_days (day, last_seq) VALUES ($1, 1) ON CONFLICT (day) DO UPDATE"
-        " SET last_seq = order_days.last_seq + 1 RETURNING last_seq",
-        {day});
     WorkOrder o = order;
-    const std::string n = PQgetvalue(seq.get(), 0, 0);
-    o.id = FormatOrderId(day, std::atoll(n.c_str()));
-    Exec("INSERT INTO work_orders (id, key, day, seq, call_id, department, intent, caller_text,"
-         " created_at, status, slots, summary, unverified, place_key)"
-         " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)",
-         {o.id, OrderKey(o.id), day, n, o.call_id, o.department, o.intent, o.caller_text,
-          o.created_at, o.status, SlotsToJson(o.slots), o.summary,
-          nlohmann::json(o.unverified).dump(), o.place_key});
+    auto insert = [&](const std::string& n, bool skip_taken) {
+      o.id = FormatOrderId(day, std::atoll(n.c_str()));
+      Result r = Exec(
+          std::string("INSERT INTO work_orders (id, key, day, seq, call_id, department, intent,"
+                      " caller_text, created_at, status, slots, summary, unverified, place_key)"
+                      " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)") +
+              (skip_taken ? " ON CONFLICT DO NOTHING" : "") + " RETURNING id",
+          {o.id, OrderKey(o.id), day, n, o.call_id, o.department, o.intent, o.caller_text,
+           o.created_at, o.status, SlotsToJson(o.slots), o.summary,
+           nlohmann::json(o.unverified).dump(), o.place_key});
+      return PQntuples(r.get()) == 1;
+    };
+    if (random_ids_) {
+      // A taken number (by this or another server) inserts nothing: draw again.
+      for (int tries = 0;; ++tries) {
+        if (tries == internal::kRandomIdTries)
+          throw Error(Where() + ": no free random order number for " + day,
+                      Code::kResourceExhausted);
+        if (insert(std::to_string(internal::RandomOrderNumber()), true)) break;
+      }
+    } else {
+      // The day's counter row is locked until COMMIT: servers never pick the same number.
+      Result seq = Exec(
+          "INSERT INTO order_days (day, last_seq) VALUES ($1, 1) ON CONFLICT (day) DO UPDATE"
+          " SET last_seq = order_days.last_seq + 1 RETURNING last_seq",
+          {day});
+      insert(PQgetvalue(seq.get(), 0, 0), false);
+    }
     if (outbox_) {
       Exec("INSERT INTO outbox (order_id, created_at, next_at) VALUES ($1, $2, 0)",
            {o.id, o.created_at});

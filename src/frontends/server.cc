@@ -36,13 +36,14 @@ void ReadDialog(const YAML::Node& node, const std::string& file, DialogServerCon
   out->enabled = true;
   if (node.IsNull()) return;
   if (!node.IsMap()) throw Error(file + ": key 'dialog' must be a mapping");
-  static const char* const kKeys[] = {"config",   "session_store", "work_order_db",
-                                      "taxonomy", "workers",       "webhook"};
+  static const char* const kKeys[] = {"config",  "session_store", "work_order_db",  "taxonomy",
+                                      "workers", "webhook",       "work_order_ids"};
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       throw Error(file + ": unknown key 'dialog." + key +
-                  "' (expected config, session_store, work_order_db, taxonomy, workers, webhook)");
+                  "' (expected config, session_store, work_order_db, taxonomy, workers, webhook, "
+                  "work_order_ids)");
     }
   }
   const std::string where = file + " (dialog)";
@@ -54,6 +55,12 @@ void ReadDialog(const YAML::Node& node, const std::string& file, DialogServerCon
   if (out->workers < 1 || out->workers > 256) {
     throw Error(file + ": dialog.workers must be 1..256; got " + std::to_string(out->workers));
   }
+  std::string ids = "sequential";
+  Read(node, "work_order_ids", &ids, where);
+  if (ids != "sequential" && ids != "random") {
+    throw Error(file + ": dialog.work_order_ids must be sequential or random; got '" + ids + "'");
+  }
+  out->random_order_ids = ids == "random";
   if (const YAML::Node w = node["webhook"]) {
     if (!w.IsMap()) throw Error(file + ": dialog.webhook must be a mapping");
     static const char* const kWebhook[] = {"url",     "timeout_s", "retry_min_s", "retry_max_s",
@@ -250,6 +257,7 @@ void Server::StartDialog() {
     std::filesystem::create_directories(db_dir, ec);  // a failure surfaces when SQLite opens it
   }
   std::unique_ptr<dialog::DialogManager> manager = dialog::DialogManager::Create(config, taxonomy);
+  if (dc.random_order_ids) manager->work_orders().UseRandomIds();
   dialog_metrics_ = std::make_unique<DialogMetrics>(registry_);
   dialog_ = CreateDialogService(service_.get(), std::move(manager), dialog_metrics_.get(), logger_,
                                 dc.workers, dc.webhook);

@@ -47,6 +47,8 @@ struct DialogServerConfig {
   std::string taxonomy;
   int workers = 8;  // threads running dialog steps (session store and work-order I/O)
   WebhookConfig webhook;  // new orders pushed to the city's system (frontends/webhook.h)
+  // work_order_ids: random: order numbers drawn at random, not counted (WorkOrderStore).
+  bool random_order_ids = false;
 };
 
 // config/server.yaml. Every key is optional; the defaults are what `make run` uses.

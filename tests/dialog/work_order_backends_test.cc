@@ -309,6 +309,32 @@ TEST_P(BackendTest, OutboxQueuesWithTheOrderAndLeasesEntriesOnce) {
   EXPECT_EQ(later[1].order_id, ids[2]);
 }
 
+TEST_P(BackendTest, RandomIdsKeepTheFormButCannotBeCounted) {
+  auto store = Open();
+  store->UseRandomIds();
+  auto other = Open();  // a second server on the same store
+  other->UseRandomIds();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 60; ++i)
+    ids.push_back((i % 2 ? *other : *store).Create(Order("c", "x"), Dec1()).id);
+  std::set<std::string> unique(ids.begin(), ids.end());
+  EXPECT_EQ(unique.size(), ids.size());
+  int in_a_row = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_EQ(ids[i].size(), 17u) << ids[i];
+    EXPECT_EQ(ids[i].substr(0, 11), "WO20261201-") << ids[i];
+    EXPECT_EQ(ids[i].find_first_not_of("0123456789", 11), std::string::npos) << ids[i];
+    if (i > 0 && std::stoll(ids[i].substr(11)) == std::stoll(ids[i - 1].substr(11)) + 1)
+      ++in_a_row;
+    // Found by id and by its digits alone, as callers read them out.
+    EXPECT_EQ(store->Get(ids[i].substr(2, 8) + ids[i].substr(11))->id, ids[i]);
+  }
+  // Counting on from one id finds the next almost never (1 in a million per pair).
+  EXPECT_LE(in_a_row, 1);
+  EXPECT_FALSE(store->Get("WO20261201-000001") && store->Get("WO20261201-000002") &&
+               store->Get("WO20261201-000003"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, BackendTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& info) { return info.param; });
 

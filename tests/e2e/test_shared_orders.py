@@ -7,6 +7,7 @@ scripts/redis.sh); the clients are grpcio (stubs generated from our proto) and u
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -80,8 +81,9 @@ class SharedServer(DialogServer):
         clients = "".join(
             f"  - {{name: {n}, key_sha256: {hashlib.sha256(k.encode()).hexdigest()}, roles: {r}}}\n"
             for n, (k, r) in KEYS.items())
-        return super().config_body(repo) + (f"security:\n  audit_log: {self.audit}\n"
-                                             f"  clients:\n{clients}")
+        # Random order numbers: the dialog section ends the base config, so this joins it.
+        return super().config_body(repo) + "  work_order_ids: random\n" + (
+            f"security:\n  audit_log: {self.audit}\n  clients:\n{clients}")
 
     def as_client(self, who, path, body=None, method=None):
         headers = {"Authorization": f"Bearer {KEYS[who][0]}"} if who else {}
@@ -175,6 +177,8 @@ def test_two_servers_share_calls_and_orders(stubs, tmp_path, pg):
         bad = check_call(script, turns, summary, order)
         assert not bad, "; ".join(bad)
         oid = summary["work_order_id"]
+        # Drawn at random (WO<day>-<6 digits>), not counted from 1.
+        assert re.fullmatch(r"WO\d{8}-\d{6}", oid) and int(oid[-6:]) > 2, oid
         # Readable from both servers, over both transports, for a client holding read_orders.
         for s in servers:
             status, body = s.as_client("clerk", f"/v1/work-orders/{oid}")
