@@ -3,6 +3,7 @@
 // refused when stale or foreign), keep-fp, QDQ-free calibration errors, truncated plans.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <random>
 
 #include "base/error.h"
+#include "engine/cpu/kernels.h"
 #include "engine/engine.h"
 #include "engine/plan.h"
 #include "engine/quant.h"
@@ -217,6 +219,67 @@ TEST(Int8PlanTest, SensitivityListsEveryGemm) {
   EXPECT_EQ(t.method, "percentile");
   EXPECT_EQ(t.samples, 48);
   for (const auto& g : s) EXPECT_GT(t.amax.at(g.gemm.input), 0.f) << g.gemm.input;
+}
+
+}  // namespace
+}  // namespace hotline::engine
+
+namespace hotline::engine {
+namespace {
+
+// BuildOptions::int8_weight_qmax: 63 builds the 7-bit-weight plan an AVX2-only CPU runs, on any
+// CPU (`hotline calibrate` gates both classes on a VNNI one); 0 is this CPU's range.
+TEST(Int8PlanTest, WeightRangeOptionBuildsSevenBitWeights) {
+  auto weights_of = [](const std::string& path) {
+    const PlanData p = ReadPlan(path, true);
+    std::vector<std::pair<int64_t, int>> out;  // (w_qmax, largest |w|) per INT8 GEMM
+    for (const Node& n : p.graph.nodes) {
+      if (n.s("quant", "") != "int8") continue;
+      const int64_t count = n.i("K", 0) * n.i("N", 0);
+      const int8_t* w = S8Data(p.graph.initializers.at(n.inputs[1]), count);
+      int largest = 0;
+      for (int64_t k = 0; k < count; ++k) largest = std::max(largest, std::abs(int(w[k])));
+      out.push_back({n.i("w_qmax", 0), largest});
+    }
+    return out;
+  };
+  BuildOptions seven = Int8Opts();
+  seven.int8_weight_qmax = 63;
+  const std::string p7 = Tmp("w7.plan"), p0 = Tmp("w0.plan");
+  BuildPlanFile(Onnx(), seven, p7);
+  BuildPlanFile(Onnx(), Int8Opts(), p0);
+  const auto w7 = weights_of(p7), w0 = weights_of(p0);
+  ASSERT_FALSE(w7.empty());
+  ASSERT_EQ(w7.size(), w0.size());
+  for (size_t g = 0; g < w7.size(); ++g) {
+    // Per-channel scales put each column's largest weight at exactly +-qmax.
+    EXPECT_EQ(w7[g].first, 63);
+    EXPECT_EQ(w7[g].second, 63);
+    EXPECT_EQ(w0[g].first, cpu::S8WeightQmax());
+    EXPECT_EQ(w0[g].second, cpu::S8WeightQmax());
+  }
+  // The 7-bit plan runs here and stays close to the default one.
+  auto e7 = Engine::Load(p7), e0 = Engine::Load(p0);
+  const auto probe = TinyFixtureSequences(16, 7);
+  const auto a = RunAll(*e7, probe), b = RunAll(*e0, probe);
+  for (size_t o = 0; o < a.size(); ++o) {
+    double num = 0, den = 0;
+    for (size_t k = 0; k < a[o].data.size(); ++k) {
+      num += (a[o].data[k] - b[o].data[k]) * (a[o].data[k] - b[o].data[k]);
+      den += b[o].data[k] * b[o].data[k];
+    }
+    EXPECT_LT(std::sqrt(num / den), 0.1) << a[o].name;
+  }
+  BuildOptions bad = Int8Opts();
+  bad.int8_weight_qmax = 100;
+  try {
+    BuildPlanFile(Onnx(), bad, Tmp("bad.plan"));
+    FAIL() << "int8_weight_qmax 100 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("63 (AVX2) or 127"), std::string::npos) << e.what();
+  }
+  std::remove(p7.c_str());
+  std::remove(p0.c_str());
 }
 
 }  // namespace
