@@ -193,6 +193,10 @@ def test_runtime_image_packages_cover_the_binarys_libraries():
     needed = set()
     for lib in libs:
         pkg = owned.get(str(Path(lib).resolve())) or owned.get(lib)
+        # A build with CUDA links NVIDIA's libraries from the CUDA toolkit (no Debian package);
+        # the image builds with HOTLINE_CUDA=OFF, so its binary has no such library.
+        if not pkg and "/cuda" in str(Path(lib).resolve()):
+            continue
         assert pkg, f"{lib} belongs to no Debian package"
         needed.add(pkg)
     listed = runtime_packages()
