@@ -125,6 +125,8 @@ class LocalCall final : public Call {
     popts.backend = hotline::engine::ParseBackend(o.backend);
     pipeline_ = nlu::Pipeline::Open(o.model, popts);
     hotline::dialog::DialogConfig config = hotline::dialog::DialogConfig::Load(o.dialog_config);
+    const std::string threshold_line = config.ApplyModelThreshold(mc.handoff_threshold);
+    if (config.min_confidence_from_model) std::cerr << threshold_line << "\n";
     if (!o.session_store.empty()) config.session_store = o.session_store;
     if (!o.work_order_db.empty()) config.work_order_db = o.work_order_db;
     manager_ = hotline::dialog::DialogManager::Create(config, pipeline_->taxonomy());

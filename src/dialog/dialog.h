@@ -112,12 +112,18 @@ struct DialogConfig {
   std::string work_order_db = "var/work_orders.sqlite";
   int idle_timeout_s = 600, max_turns = 20;
   float min_confidence = 0.5f;     // below: a low-confidence turn (two in a row -> handoff)
+  // `min_confidence: model`: take the model folder's calibrated hand-off threshold
+  // (model.yaml calibration.handoff_threshold); ApplyModelThreshold sets it once the model is known.
+  bool min_confidence_from_model = false;
   float switch_confidence = 0.8f;  // a new business intent above this switches the main intent
   int unclear_handoff_after = 2;   // turns in a row with nothing understood -> handoff
   int duplicate_window_h = 72;     // a repeat report of an open order within this joins it
   // Throws hotline::Error naming the file and the field on problems. Relative paths in the file
   // (answers_dir, work_order_db) are kept as written: relative to the working directory.
   static DialogConfig Load(const std::string& path);
+  // With `min_confidence: model`, takes the model's threshold; without one in the model folder,
+  // keeps min_confidence and says so. Returns a line for the log saying which value is used.
+  std::string ApplyModelThreshold(const std::optional<float>& model_threshold);
 };
 
 class WorkOrderStore;

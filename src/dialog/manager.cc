@@ -94,6 +94,19 @@ class Manager : public DialogManager {
 
 }  // namespace
 
+std::string DialogConfig::ApplyModelThreshold(const std::optional<float>& model_threshold) {
+  if (!min_confidence_from_model)
+    return "dialog: min_confidence " + std::to_string(min_confidence) + " (dialog config)";
+  if (!model_threshold) {
+    return "dialog: WARNING: min_confidence is 'model' but the model folder has no "
+           "calibration.handoff_threshold; using " + std::to_string(min_confidence);
+  }
+  min_confidence = *model_threshold;
+  if (switch_confidence < min_confidence) switch_confidence = min_confidence;
+  return "dialog: min_confidence " + std::to_string(min_confidence) +
+         " (the model's calibrated hand-off threshold)";
+}
+
 DialogConfig DialogConfig::Load(const std::string& path) {
   YAML::Node root;
   try {
@@ -110,7 +123,12 @@ DialogConfig DialogConfig::Load(const std::string& path) {
   c.work_order_db = Field<std::string>(root, "work_order_db", c.work_order_db, path);
   c.idle_timeout_s = Field<int>(root, "idle_timeout_s", c.idle_timeout_s, path);
   c.max_turns = Field<int>(root, "max_turns", c.max_turns, path);
-  c.min_confidence = Field<float>(root, "min_confidence", c.min_confidence, path);
+  if (root["min_confidence"] && root["min_confidence"].IsScalar() &&
+      root["min_confidence"].Scalar() == "model") {
+    c.min_confidence_from_model = true;  // the value comes from the model folder
+  } else {
+    c.min_confidence = Field<float>(root, "min_confidence", c.min_confidence, path);
+  }
   c.switch_confidence = Field<float>(root, "switch_confidence", c.switch_confidence, path);
   c.unclear_handoff_after =
       Field<int>(root, "unclear_handoff_after", c.unclear_handoff_after, path);

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/pii.h"
 #include "nlu/normalize/normalize.h"
+#include "text/utf8.h"
 
 namespace hotline::dialog {
 namespace {
@@ -26,7 +27,8 @@ bool IsFreeText(const std::string& type) {
 std::string StripBareValue(std::string t) {
   static const char* kPrefixes[] = {"嗯",   "呃",     "啊",   "哦",   "那个", "这个",
                                     "就是", "我们家", "我家", "我们", "我",   "在",
-                                    "是",   "叫",     "，",   ",",    " ",    "。"};
+                                    "是",   "叫",     "那家", "这家", "，",   ",",
+                                    " ",    "。"};
   static const char* kSuffixes[] = {"。", "，", ",",  "？", "?",    "！",   "!",    " ",   "的",
                                     "啊", "嘛", "呢", "吧", "这边", "那边", "这里", "那里"};
   for (bool changed = true; changed;) {
@@ -72,6 +74,26 @@ bool LooksLike(const std::string& type, const std::string& v) {
                  "单元", "室", "社区", "门口", "路口"});
   }
   return false;
+}
+
+// Whether a place or organisation value only points at one without naming it: "一家店",
+// "这个小区", "那家公司", "某超市". Such a value is no answer to "which one?", so it is not taken.
+bool IsVagueReference(const std::string& type, const std::string& v) {
+  if (type != "organization" && type != "address") return false;
+  const std::vector<char32_t> cps = text::DecodeUtf8(v);
+  const std::u32string t(cps.begin(), cps.end());
+  static const std::u32string kPointers = U"一这那某哪有个";
+  static const std::u32string kMeasures = U"家个间所座条栋处";
+  size_t i = 0;
+  if (i < t.size() && kPointers.find(t[i]) != std::u32string::npos) ++i;
+  else return false;
+  while (i < t.size() && kMeasures.find(t[i]) != std::u32string::npos) ++i;
+  static const std::vector<std::u32string> kGeneric = {
+      U"店", U"商店", U"小店", U"公司", U"超市", U"单位", U"厂", U"工厂", U"饭店", U"餐馆", U"餐厅",
+      U"小区", U"地方", U"学校", U"医院", U"药店", U"商场", U"酒店", U"路", U"街", U"门店",
+      U"网店", U"培训机构", U"机构", U"楼", U"诊所", U"企业", U"工地", U"市场"};
+  const std::u32string rest = t.substr(i);
+  return std::find(kGeneric.begin(), kGeneric.end(), rest) != kGeneric.end();
 }
 
 // A work-order id in the caller's words: "WO20261201-000123", "wo 20261201 000123", digits only.
@@ -294,6 +316,7 @@ std::vector<Policy::TurnSlot> Policy::TurnSlots(const Session& s, const std::str
   }
   for (const auto& slot : u.slots) {
     if (!taxonomy_.HasSlot(slot.type) || slot.value.empty()) continue;
+    if (IsVagueReference(slot.type, slot.value)) continue;
     // Pieces of an order id the text itself gave (the model breaks it at the dash).
     if (!order_id.empty() && order_text.find(slot.value) != std::string::npos) continue;
     auto same = std::find_if(out.begin(), out.end(),
@@ -343,7 +366,11 @@ std::vector<Policy::TurnSlot> Policy::TurnSlots(const Session& s, const std::str
                       whole.compare(whole.size() - v.size(), v.size(), v) == 0;
     const bool inside = whole.find(v) != std::string::npos &&
                         CodePoints(whole) <= CodePoints(v) + 3;
-    if (whole.size() > v.size() && CodePoints(whole) <= 20 && (tail || inside) &&
+    // The reply to the question for this very slot, which looks like such a value as a whole
+    // ("名剪造型理发店", spanned as 造型): the whole reply is the value.
+    const bool answers_pending = s.asking_slot == out[0].fill.type &&
+                                 whole.find(v) != std::string::npos;
+    if (whole.size() > v.size() && CodePoints(whole) <= 20 && (tail || inside || answers_pending) &&
         LooksLike(out[0].fill.type, whole)) {
       out[0].fill.value = whole;
     }
@@ -790,8 +817,10 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
     // The model's praise counts as thanks only when the words hold nothing else ("真不知道" is
     // no thanks, whatever the model says).
     rd.thanks = a.thanks || (rd.model == "praise" && a.content.empty() && !a.dont_know);
-    rd.goodbye = a.goodbye || rd.model == "goodbye";
-    rd.greeting = a.greeting || rd.model == "greeting";
+    // Sounds alone ("呃呃呃", "嗯嗯啊啊") are neither a greeting nor a goodbye, whatever the
+    // model makes of them.
+    rd.goodbye = a.goodbye || (rd.model == "goodbye" && !a.noise);
+    rd.greeting = a.greeting || (rd.model == "greeting" && !a.noise);
 
     if (s.stage == Stage::kHandedOff) {
       TurnReply h = Simple(texts_.Reply(s.transferred ? "after_transfer" : "after_handoff"),
@@ -820,6 +849,13 @@ TurnReply Policy::Turn(Session& s, const std::string& text, const nlu::Understan
     const std::string problem_model = a.content.empty() || a.dont_know ? "" : rd.model;
     if (bare_type.empty() && !answers_pending)
       rd.problems = ProblemsIn(text, problem_model, u.confidence, in_progress);
+    // "我反映的问题到现在还没人处理" asks to hurry an order, not for its status, whatever the
+    // model's order_status says.
+    for (auto& p : rd.problems)
+      if (p == "order_status" &&
+          !FindAny(text, {"还没人处理", "没人处理", "还没处理", "没人管", "还没解决", "没有解决",
+                          "还没人来", "催一下", "催办", "催促"}).empty())
+        p = "order_urge";
     // An out-of-scope topic ("台风", "快递") outweighs a problem only the model saw, unsure.
     bool topic = false;
     for (const auto& t : texts_.rules.out_of_scope_topics)

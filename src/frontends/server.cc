@@ -232,16 +232,21 @@ void Server::StartDialog() {
   if (!dc.session_store.empty()) config.session_store = dc.session_store;
   if (!dc.work_order_db.empty()) config.work_order_db = dc.work_order_db;
   std::string taxonomy_file = dc.taxonomy;
-  if (taxonomy_file.empty()) {
-    for (const serving::ModelSpec& spec : repository_->Scan()) {
-      if (spec.name == config_.default_model) {
-        const nlu::ModelConfig mc = nlu::ModelConfig::Load(spec.dir);
-        if (mc.kind != "joint")
-          throw Error("dialog: the default model '" + spec.name + "' is a " + mc.kind +
-                      " model; the dialog needs a joint (intent + slots) model as default_model");
-        taxonomy_file = mc.taxonomy_file;
-      }
+  std::optional<float> model_threshold;
+  for (const serving::ModelSpec& spec : repository_->Scan()) {
+    if (spec.name != config_.default_model) continue;
+    const nlu::ModelConfig mc = nlu::ModelConfig::Load(spec.dir);
+    if (mc.kind != "joint") {
+      if (!taxonomy_file.empty()) continue;  // the dialog's taxonomy is given in the config
+      throw Error("dialog: the default model '" + spec.name + "' is a " + mc.kind +
+                  " model; the dialog needs a joint (intent + slots) model as default_model");
     }
+    if (taxonomy_file.empty()) taxonomy_file = mc.taxonomy_file;
+    model_threshold = mc.handoff_threshold;
+  }
+  const std::string threshold_line = config.ApplyModelThreshold(model_threshold);
+  if (logger_) logger_->Info("dialog_min_confidence", {{"detail", threshold_line}});
+  {
     if (taxonomy_file.empty()) {
       throw Error("dialog: no taxonomy given (dialog.taxonomy) and the default model '" +
                       config_.default_model + "' is not in the repository " +

@@ -238,6 +238,25 @@ TEST_F(PolicyTest, TwoUnclearTurnsInARowHandOff) {
   EXPECT_EQ(dm_->EndCall("c1").outcome, "human");
 }
 
+TEST_F(PolicyTest, SoundsAloneAreNoGreetingWhateverTheModelSays) {
+  // A confident "greeting" for "呃呃呃" is the model's mistake: two such turns hand off.
+  TurnReply r = T("嗯嗯啊啊", U("greeting", 0.96f));
+  EXPECT_EQ(r.action, Action::kClarify);
+  r = T("呃呃呃", U("greeting", 0.96f));
+  EXPECT_EQ(r.action, Action::kHandoff);
+  EXPECT_EQ(dm_->EndCall("c1").outcome, "human");
+}
+
+TEST_F(PolicyTest, VagueOrganisationIsNoAnswerToWhichOne) {
+  // "一家店" points at a shop without naming it: the organisation is still asked for.
+  TurnReply r = T("我要投诉一家店卖假货",
+                  U("consumer_complaint", 0.9f, {{"organization", "一家店"}}));
+  EXPECT_EQ(r.action, Action::kAskSlot);
+  EXPECT_EQ(Slot(r, "organization"), "<none>");
+  r = T("就是那家好又多超市", U("provide_info", 0.8f, {{"organization", "好又多超市"}}));
+  EXPECT_EQ(Slot(r, "organization"), "好又多超市");
+}
+
 TEST_F(PolicyTest, UnclearTurnsWhileASlotIsAskedFollowItsLadder) {
   T("我要反映个问题", U("water_outage", 0.9f));
   TurnReply r = T("呃那个就是", U("out_of_scope", 0.3f));
@@ -544,6 +563,21 @@ TEST(DialogConfigTest, LoadsTheShippedConfigAndRejectsBadFields) {
     }
   }
   EXPECT_THROW(DialogConfig::Load(dir + "/missing.yaml"), Error);
+  // `min_confidence: model` takes the model folder's calibrated threshold; a number stays.
+  EXPECT_TRUE(c.min_confidence_from_model);
+  {
+    DialogConfig m = load_with("min_confidence: model\nswitch_confidence: 0.6\n");
+    EXPECT_TRUE(m.min_confidence_from_model);
+    EXPECT_NE(m.ApplyModelThreshold(0.65f).find("calibrated"), std::string::npos);
+    EXPECT_FLOAT_EQ(m.min_confidence, 0.65f);
+    EXPECT_FLOAT_EQ(m.switch_confidence, 0.65f);  // never below min_confidence
+    DialogConfig none = load_with("min_confidence: model\n");
+    EXPECT_NE(none.ApplyModelThreshold(std::nullopt).find("WARNING"), std::string::npos);
+    EXPECT_FLOAT_EQ(none.min_confidence, 0.5f);
+    DialogConfig fixed = load_with("min_confidence: 0.3\n");
+    fixed.ApplyModelThreshold(0.65f);
+    EXPECT_FLOAT_EQ(fixed.min_confidence, 0.3f);
+  }
   // The rules' sections are checked where they are read (DialogTexts::Load), naming the field.
   const std::string shipped = [&] {
     std::ifstream in(testing::SourcePath("config/dialog.yaml"));
