@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "base/error.h"
@@ -16,6 +17,61 @@ namespace hotline::engine {
 namespace {
 
 using json = nlohmann::json;
+
+// Element count of a weight's shape, or -1 when a dim is negative or the count passes 2^40 (no
+// plan holds a tensor that large; the cap keeps numel * element size from overflowing).
+int64_t CheckedNumel(const std::vector<int64_t>& shape) {
+  constexpr int64_t kMax = int64_t(1) << 40;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > kMax / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+// Structure the runtime indexes without further checks: every value defined before use, the
+// fused ops' required inputs present (INT8 plans add inputs and outputs, so only the minimum is
+// checked), and EmbedLayerNorm's tables constant [rows, hidden].
+void CheckPlanGraph(const Graph& g) {
+  g.Validate();
+  static const std::map<std::string, size_t> kMinInputs = {
+      {"Dense", 2}, {"DenseLayerNorm", 6}, {"LayerNorm", 3},
+      {"EmbedLayerNorm", 7}, {"Attention", 1}, {"FirstToken", 1}};
+  for (const Node& n : g.nodes) {
+    auto it = kMinInputs.find(n.op);
+    if (it == kMinInputs.end()) continue;
+    if (n.inputs.size() < it->second || n.outputs.empty() || n.outputs[0].empty()) {
+      throw Error(n.Describe() + ": expected " + std::to_string(it->second) +
+                      " inputs and an output, got " + std::to_string(n.inputs.size()) +
+                      " inputs and " + std::to_string(n.outputs.size()) + " outputs",
+                  Code::kDataLoss);
+    }
+    for (size_t k = 0; k < it->second; ++k) {
+      // Optional: the bias of Dense*, #2; the token types of EmbedLayerNorm, #1 and #4.
+      const bool optional = ((n.op == "Dense" || n.op == "DenseLayerNorm") && k == 2) ||
+                            (n.op == "EmbedLayerNorm" && (k == 1 || k == 4));
+      if (!optional && n.inputs[k].empty()) {
+        throw Error(n.Describe() + ": input #" + std::to_string(k) + " is missing",
+                    Code::kDataLoss);
+      }
+    }
+    if (n.op != "EmbedLayerNorm") continue;
+    if (n.inputs[1].empty() != n.inputs[4].empty()) {
+      throw Error(n.Describe() + ": token type ids (#1) and table (#4) must come together",
+                  Code::kDataLoss);
+    }
+    for (size_t k : {size_t(2), size_t(3), size_t(4)}) {
+      if (n.inputs[k].empty()) continue;
+      const HTensor* t = g.Const(n.inputs[k]);
+      if (!t || t->shape.size() != 2 || t->shape[0] < 1 || t->shape[1] < 1) {
+        throw Error(n.Describe() + ": input #" + std::to_string(k) +
+                        " must be a constant [rows, hidden] table",
+                    Code::kDataLoss);
+      }
+    }
+  }
+}
 
 json TensorToJson(const HTensor& t) {
   json j = {{"dtype", int(t.dtype)}, {"shape", t.shape}};
@@ -29,7 +85,7 @@ HTensor TensorFromJson(const json& j) {
   t.shape = j.at("shape").get<std::vector<int64_t>>();
   if (t.is_float()) t.f = j.at("f").get<std::vector<float>>();
   else t.i = j.at("i").get<std::vector<int64_t>>();
-  if (int64_t(t.is_float() ? t.f.size() : t.i.size()) != t.numel()) {
+  if (int64_t(t.is_float() ? t.f.size() : t.i.size()) != CheckedNumel(t.shape)) {
     throw Error("plan attribute tensor does not match its shape", Code::kDataLoss);
   }
   return t;
@@ -281,7 +337,8 @@ PlanData ReadPlan(const std::string& path, bool load_weights) {
     p.extra = j.value("extra", json::object());
     p.info.weight_bytes = j.at("weight_bytes");
     const size_t blob_start = Align64(24 + len);
-    if (blob_start + p.info.weight_bytes > m.size) {
+    // Compared by subtraction: blob_start + weight_bytes can wrap around in 64 bits.
+    if (blob_start > m.size || p.info.weight_bytes > m.size - blob_start) {
       throw Error("plan '" + path + "' is truncated: weights need " +
                       std::to_string(p.info.weight_bytes) + " bytes after offset " +
                       std::to_string(blob_start) + ", the file has " + std::to_string(m.size),
@@ -291,6 +348,15 @@ PlanData ReadPlan(const std::string& path, bool load_weights) {
       HTensor t;
       t.dtype = HTensor::DType(w.at("dtype").get<int>());
       t.shape = w.at("shape").get<std::vector<int64_t>>();
+      const int dtype = w.at("dtype").get<int>();
+      const int64_t numel = CheckedNumel(t.shape);
+      if ((dtype != int(HTensor::DType::kF32) && dtype != int(HTensor::DType::kI64) &&
+           dtype != int(HTensor::DType::kBool)) ||
+          numel < 0) {
+        throw Error("plan '" + path + "': weight '" + w.at("name").get<std::string>() +
+                        "' has an invalid dtype or shape",
+                    Code::kDataLoss);
+      }
       const size_t offset = w.at("offset"), bytes = w.at("bytes");
       const std::string storage = w.value("storage", "");
       if (!storage.empty() && (storage != "bf16" || !t.is_float())) {
@@ -299,7 +365,9 @@ PlanData ReadPlan(const std::string& path, bool load_weights) {
                     Code::kDataLoss);
       }
       const size_t elem = storage == "bf16" ? 2 : t.is_float() ? 4 : 8;
-      if (bytes != size_t(t.numel()) * elem || offset + bytes > p.info.weight_bytes) {
+      // offset + bytes can wrap around in 64 bits: compare by subtraction.
+      if (bytes != size_t(numel) * elem || bytes > p.info.weight_bytes ||
+          offset > p.info.weight_bytes - bytes) {
         throw Error("plan '" + path + "': weight '" + w.at("name").get<std::string>() +
                         "' does not fit its table entry",
                     Code::kDataLoss);
@@ -323,6 +391,11 @@ PlanData ReadPlan(const std::string& path, bool load_weights) {
         }
       }
       p.graph.initializers[w.at("name")] = std::move(t);
+    }
+    try {
+      CheckPlanGraph(p.graph);
+    } catch (const Error& e) {
+      throw Error("plan '" + path + "' has an invalid graph: " + e.what(), Code::kDataLoss);
     }
   } catch (const Error&) {
     throw;

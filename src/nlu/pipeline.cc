@@ -133,9 +133,10 @@ std::shared_ptr<engine::Engine> LoadEngine(const ModelConfig& c, engine::BuildOp
     try {
       *plan_path = path;
       return engine::Engine::Load(path);
-    } catch (const Error& e) {  // stale (other hardware or format): rebuild below
-      std::fprintf(stderr, "hotline: cached plan %s is unusable (%s); rebuilding\n", path.c_str(),
-                   e.what());
+    } catch (const std::exception& e) {  // stale (other hardware or format) or corrupt
+      std::fprintf(stderr,
+                   "hotline: WARNING: cached plan %s is unusable (%s); rebuilding it from %s\n",
+                   path.c_str(), e.what(), c.onnx_file.c_str());
     }
   }
   std::error_code ec;
