@@ -2,6 +2,7 @@
 // one key per model output out (nested lists in the output's shape).
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -30,9 +31,14 @@ Tensor FromJson(const std::string& name, const json& j) {
       throw hotline::Error("input '" + name + "': rows differ in length (pad them)");
     }
     for (const auto& v : row) {
-      if (!v.is_number_integer()) {
-        throw hotline::Error("input '" + name + "' holds " + std::string(v.type_name()) +
-                             " values; expected integers");
+      // Unsigned values past 2^63 - 1 would wrap to negative ids in get<int64_t>().
+      if (!v.is_number_integer() ||
+          (v.is_number_unsigned() &&
+           v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))) {
+        throw hotline::Error("input '" + name + "' holds " +
+                             (v.is_number_integer() ? "integers past 2^63 - 1"
+                                                    : std::string(v.type_name()) + " values") +
+                             "; expected 64-bit integers");
       }
       t.i64.push_back(v.get<int64_t>());
     }

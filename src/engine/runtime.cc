@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "base/error.h"
@@ -506,8 +507,21 @@ std::map<std::string, Tensor> ContextImpl::RunPadded(const std::map<std::string,
                     "tokens (found " + std::to_string(positions->i64[r * S + s]) + " at " +
                     std::to_string(s) + "); the engine numbers positions itself");
       }
-      pb.input_ids.push_back(int32_t(ids->i64[r * S + s]));
-      pb.token_type_ids.push_back(types ? int32_t(types->i64[r * S + s]) : 0);
+      // Checked before narrowing to int32: 2^32 + 5 must not pass as token 5.
+      const int64_t id = ids->i64[r * S + s], type = types ? types->i64[r * S + s] : 0;
+      const int64_t vocab = e_->packed() ? int64_t(e_->vocab())
+                                         : int64_t(std::numeric_limits<int32_t>::max()) + 1;
+      if (id < 0 || id >= vocab) {
+        throw Error("input_ids[" + std::to_string(r) + "][" + std::to_string(s) + "] = " +
+                    std::to_string(id) + " is outside the vocabulary [0, " +
+                    std::to_string(vocab) + ")");
+      }
+      if (type < 0 || type > std::numeric_limits<int32_t>::max()) {
+        throw Error("token_type_ids[" + std::to_string(r) + "][" + std::to_string(s) + "] = " +
+                    std::to_string(type) + " is not a valid token type");
+      }
+      pb.input_ids.push_back(int32_t(id));
+      pb.token_type_ids.push_back(int32_t(type));
     }
     pb.cu_seqlens.push_back(int32_t(pb.input_ids.size()));
   }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/echo.h"
 #include "frontends/convert.h"
 
 namespace hotline::frontends {
@@ -368,7 +369,7 @@ grpc::Status ClassifierOutputs(const serving::UnderstandReply& r, const std::vec
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "unknown output \"" + name + "\"; this classifier's outputs are " + list);
+                          "unknown output \"" + EchoInput(name) + "\"; this classifier's outputs are " + list);
     }
   }
   resp->set_model_name(r.model_name);
@@ -435,7 +436,7 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelReady(grpc::CallbackServerCont
       return FinishNow(ctx, grpc::Status::OK);
     }
     return FinishNow(
-        ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "no model named '" + req->name() + "'"));
+        ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "no model named '" + EchoInput(req->name()) + "'"));
   } catch (const Error& e) {
     return FinishNow(ctx, ToGrpc(Status::FromError(e)));
   }
@@ -489,7 +490,7 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelMetadata(
       return FinishNow(ctx, grpc::Status::OK);
     }
     return FinishNow(
-        ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "no model named '" + req->name() + "'"));
+        ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "no model named '" + EchoInput(req->name()) + "'"));
   } catch (const Error& e) {
     return FinishNow(ctx, ToGrpc(Status::FromError(e)));
   }
@@ -509,7 +510,8 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerCont
   }
   const auto& input = req->inputs(0);
   if (input.name() != "text" || input.datatype() != "BYTES") {
-    return invalid("model takes the input \"text\" of datatype BYTES; got \"" + input.name() +
+    return invalid("model takes the input \"text\" of datatype BYTES; got \"" +
+                   EchoInput(input.name()) +
                    "\" of " + input.datatype());
   }
   std::vector<std::string> texts;
@@ -523,8 +525,21 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerCont
   } catch (const Error& e) {
     return invalid(e.what());
   }
+  // Each dimension is checked before it is multiplied in: a negative one, or a product past
+  // what the request carries, is refused rather than wrapped around.
   int64_t elements = 1;
-  for (int64_t d : input.shape()) elements *= d;
+  for (int k = 0; k < input.shape_size(); ++k) {
+    const int64_t d = input.shape(k);
+    if (d < 0) {
+      return invalid("input \"text\" has a negative dimension " + std::to_string(d) +
+                     " at index " + std::to_string(k));
+    }
+    if (d > 0 && elements > int64_t(texts.size()) / d) {
+      return invalid("input \"text\" has a shape whose element count exceeds the " +
+                     std::to_string(texts.size()) + " elements it carries");
+    }
+    elements *= d;
+  }
   if (input.shape_size() == 0 || elements != int64_t(texts.size())) {
     return invalid("input \"text\" has shape of " + std::to_string(elements) +
                    " elements but carries " + std::to_string(texts.size()));
@@ -551,7 +566,7 @@ grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerCont
     for (const std::string& name : wanted) {
       if (r.status.ok() && !IsJointOutput(name)) {
         reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                     "unknown output \"" + name +
+                                     "unknown output \"" + EchoInput(name) +
                                          "\"; outputs are intent, confidence, slots, department, "
                                          "category, category_name"));
         return;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "base/echo.h"
 #include "frontends/convert.h"
 #include "frontends/dialog_service.h"
 #include "frontends/security.h"
@@ -42,11 +43,14 @@ bool ParseBody(const httplib::Request& req, httplib::Response& res,
   if (!st.ok()) {
     SendError(res, Status(Code::kInvalidArgument, "the body is not a valid " +
                                                       msg->GetDescriptor()->full_name() +
-                                                      " in JSON: " + std::string(st.message())));
+                                                      " in JSON: " + EchoInput(std::string(st.message()), 200)));
     return false;
   }
   return true;
 }
+
+// The largest X-Timeout-Ms accepted: 24 h.
+constexpr double kMaxTimeoutMs = 86400000;
 
 serving::TimePoint DeadlineFromHeader(const httplib::Request& req, Status* error) {
   if (!req.has_header("X-Timeout-Ms")) return serving::TimePoint::max();
@@ -54,12 +58,14 @@ serving::TimePoint DeadlineFromHeader(const httplib::Request& req, Status* error
   try {
     size_t used = 0;
     const double ms = std::stod(v, &used);
-    if (used != v.size() || !(ms >= 0)) throw std::invalid_argument(v);
+    // Bounded: past ~9e15 ms, now + timeout overflows the clock and the call expired at once.
+    if (used != v.size() || !(ms >= 0) || !(ms <= kMaxTimeoutMs)) throw std::invalid_argument(v);
     return serving::Clock::now() + std::chrono::duration_cast<serving::Duration>(
                                        std::chrono::duration<double, std::milli>(ms));
   } catch (const std::exception&) {
     *error = Status(Code::kInvalidArgument,
-                    "X-Timeout-Ms must be a non-negative number of milliseconds; got '" + v + "'");
+                    "X-Timeout-Ms must be a number of milliseconds in [0, " +
+                        std::to_string(kMaxTimeoutMs) + "] (24 h); got '" + EchoInput(v) + "'");
     return serving::TimePoint::max();
   }
 }
@@ -72,7 +78,7 @@ void HandleUnderstand(serving::Service& service, const httplib::Request& req,
     peek = nlohmann::json::parse(req.body);
   } catch (const nlohmann::json::exception& e) {
     return SendError(res, Status(Code::kInvalidArgument,
-                                 std::string("the body is not valid JSON: ") + e.what()));
+                                 "the body is not valid JSON: " + EchoInput(e.what(), 200)));
   }
   if (!peek.is_object()) {
     return SendError(res, Status(Code::kInvalidArgument, "the body must be a JSON object"));
@@ -115,7 +121,7 @@ bool CheckJsonObject(const httplib::Request& req, httplib::Response& res, bool e
     peek = nlohmann::json::parse(req.body);
   } catch (const nlohmann::json::exception& e) {
     SendError(res, Status(Code::kInvalidArgument,
-                          std::string("the body is not valid JSON: ") + e.what()));
+                          "the body is not valid JSON: " + EchoInput(e.what(), 200)));
     return false;
   }
   if (!peek.is_object()) {
@@ -203,7 +209,7 @@ void HandleListWorkOrders(DialogService& dialog, Security* security, const httpl
   for (const auto& [name, value] : req.params) {
     if (std::find(std::begin(kParams), std::end(kParams), name) == std::end(kParams)) {
       return SendError(res, Status(Code::kInvalidArgument,
-                                   "unknown query parameter '" + name +
+                                   "unknown query parameter '" + EchoInput(name) +
                                        "' (expected status, department, intent, text, "
                                        "created_from, created_to, limit, offset)"));
     }
@@ -227,7 +233,8 @@ void HandleListWorkOrders(DialogService& dialog, Security* security, const httpl
     }
     if (used == 0 || used != v.size()) {
       return SendError(res, Status(Code::kInvalidArgument,
-                                   std::string(name) + " must be a whole number; got '" + v + "'"));
+                                   std::string(name) + " must be a whole number; got '" +
+                                       EchoInput(v) + "'"));
     }
     (std::string(name) == "limit" ? query.limit : query.offset) = n;
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "base/echo.h"
+
 namespace hotline::serving {
 
 LoadedModel::LoadedModel(ModelSpec spec, std::unique_ptr<ServableModel> model,
@@ -67,8 +69,9 @@ ModelSpec ModelRepository::FindSpec(const std::string& name, const std::string& 
   }
   if (found.empty()) {
     throw Error(version.empty()
-                    ? "no model named '" + name + "' in " + options_.root
-                    : "model '" + name + "' has no version '" + version + "' in " + options_.root,
+                    ? "no model named '" + EchoInput(name) + "' in " + options_.root
+                    : "model '" + EchoInput(name) + "' has no version '" + EchoInput(version) +
+                          "' in " + options_.root,
                 Code::kNotFound);
   }
   return *std::max_element(found.begin(), found.end(), [](const ModelSpec& a, const ModelSpec& b) {
@@ -204,7 +207,7 @@ void ModelRepository::Unload(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = slots_.find(name);
     if (it == slots_.end() || !it->second.current) {
-      throw Error("model '" + name + "' is not loaded", Code::kNotFound);
+      throw Error("model '" + EchoInput(name) + "' is not loaded", Code::kNotFound);
     }
     old = std::move(it->second.current);
     SetState(name, it->second, ModelState::kUnloaded);

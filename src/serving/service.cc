@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "base/echo.h"
 #include "serving/utf8.h"
 
 namespace hotline::serving {
@@ -154,7 +155,7 @@ void Service::Understand(UnderstandCall call, std::function<void(UnderstandReply
     name = repository_->ModelForBusinessLine(call.business_line);
     if (name.empty()) {
       return refuse(
-          Status(Code::kNotFound, "no model serves business line '" + call.business_line + "'"),
+          Status(Code::kNotFound, "no model serves business line '" + EchoInput(call.business_line) + "'"),
           "");
     }
   }
