@@ -154,9 +154,9 @@ void Service::Understand(UnderstandCall call, std::function<void(UnderstandReply
   if (name.empty() && !call.business_line.empty()) {
     name = repository_->ModelForBusinessLine(call.business_line);
     if (name.empty()) {
-      return refuse(
-          Status(Code::kNotFound, "no model serves business line '" + EchoInput(call.business_line) + "'"),
-          "");
+      return refuse(Status(Code::kNotFound, "no model serves business line '" +
+                                                EchoInput(call.business_line) + "'"),
+                    "");
     }
   }
   if (name.empty()) name = options_.default_model;
