@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test run clean format train
+.PHONY: all setup configure build test run clean format train fuzz
 
 all: build
 
@@ -20,6 +20,10 @@ build: configure
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
+
+# Each libFuzzer target for 60 s (fuzz/CMakeLists.txt; needs clang).
+fuzz: build
+	cmake --build $(BUILD) --target fuzz
 
 run: build
 	HOTLINE_PYTHON=$(PY) bash scripts/run.sh $(BUILD)/hotline

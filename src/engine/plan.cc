@@ -174,7 +174,8 @@ struct Mapping {
 
 json AttrsToJson(const Node& n) {
   json j = json::object();
-  for (const auto& [name, a] : n.attrs) {
+  for (const auto& kv : n.attrs) {
+    const std::string& name = kv.first;  // not a structured binding: clang 14 cannot capture one
     std::visit(
         [&](const auto& v) {
           using T = std::decay_t<decltype(v)>;
@@ -185,7 +186,7 @@ json AttrsToJson(const Node& n) {
           else if constexpr (std::is_same_v<T, std::vector<float>>) j[name] = {{"floats", v}};
           else j[name] = {{"t", TensorToJson(v)}};
         },
-        a.v);
+        kv.second.v);
   }
   return j;
 }
