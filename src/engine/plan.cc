@@ -57,10 +57,6 @@ void CheckPlanGraph(const Graph& g) {
       }
     }
     if (n.op != "EmbedLayerNorm") continue;
-    if (n.inputs[1].empty() != n.inputs[4].empty()) {
-      throw Error(n.Describe() + ": token type ids (#1) and table (#4) must come together",
-                  Code::kDataLoss);
-    }
     for (size_t k : {size_t(2), size_t(3), size_t(4)}) {
       if (n.inputs[k].empty()) continue;
       const HTensor* t = g.Const(n.inputs[k]);
