@@ -39,11 +39,11 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 #include <string>
 
 #include "base/error.h"
+#include "base/temp_dir.h"
 #include "cli/command.h"
 #include "engine/backend.h"
 #include "engine/qdq_build.h"
@@ -193,17 +193,8 @@ int ComparePrecisions(const Options& o) {
     precs.insert(precs.begin(), engine::Precision::kFP32);  // the reference for agreement
   std::stable_partition(precs.begin(), precs.end(),
                         [](engine::Precision p) { return p == engine::Precision::kFP32; });
-  const fs::path work = fs::temp_directory_path() /
-                        ("hotline-compare-" + std::to_string(::getpid()) + "-" +
-                         std::to_string(std::random_device{}()));
-  fs::create_directories(work);
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{work};
+  const hotline::TempDir scratch("hotline-compare");
+  const fs::path& work = scratch.path();
   auto be = engine::CreateBackend(backend);
   const engine::Profile profile = nlu::ModelProfile(config);
   json rows = json::array();

@@ -246,13 +246,11 @@ void Server::StartDialog() {
   }
   const std::string threshold_line = config.ApplyModelThreshold(model_threshold);
   if (logger_) logger_->Info("dialog_min_confidence", {{"detail", threshold_line}});
-  {
-    if (taxonomy_file.empty()) {
-      throw Error("dialog: no taxonomy given (dialog.taxonomy) and the default model '" +
-                      config_.default_model + "' is not in the repository " +
-                      config_.model_repository,
-                  Code::kNotFound);
-    }
+  if (taxonomy_file.empty()) {
+    throw Error("dialog: no taxonomy given (dialog.taxonomy) and the default model '" +
+                    config_.default_model + "' is not in the repository " +
+                    config_.model_repository,
+                Code::kNotFound);
   }
   const nlu::Taxonomy taxonomy = nlu::Taxonomy::Load(taxonomy_file);
   // SQLite creates the file, not its folder (var/ in a fresh checkout).

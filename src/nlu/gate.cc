@@ -1,14 +1,13 @@
 #include "nlu/gate.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <random>
+#include <memory>
 
 #include "base/error.h"
+#include "base/temp_dir.h"
 #include "engine/quant.h"
 
 namespace hotline::nlu {
@@ -49,11 +48,8 @@ class Gate {
     data_ = ReadLabelled(o_.data);
     work_ = o_.work_dir;
     if (work_.empty()) {
-      work_ = (fs::temp_directory_path() /
-               ("hotline-gate-" + std::to_string(::getpid()) + "-" +
-                std::to_string(std::random_device{}())))
-                  .string();
-      owns_work_ = true;
+      scratch_ = std::make_unique<TempDir>("hotline-gate");
+      work_ = scratch_->path().string();
     }
     fs::create_directories(work_);
     // The pipeline's profile unless one was given, and calibration text tokenised as the
@@ -68,10 +64,6 @@ class Gate {
     if (!int8_.calib_table && int8_.calib_cache.empty()) {
       int8_.calib_cache = (fs::path(work_) / "calib.json").string();
     }
-  }
-  ~Gate() {
-    std::error_code ec;
-    if (owns_work_) fs::remove_all(work_, ec);
   }
 
   GateReport Run(const std::string& plan_out) {
@@ -279,7 +271,7 @@ class Gate {
   engine::BuildOptions int8_;
   ModelConfig config_;
   std::string onnx_, work_;
-  bool owns_work_ = false;
+  std::unique_ptr<TempDir> scratch_;  // the folder made here, when work_dir was not given
   std::vector<LabelledExample> data_;
   std::vector<std::string> fp32_predicted_;
 };

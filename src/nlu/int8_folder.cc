@@ -1,13 +1,11 @@
 #include "nlu/int8_folder.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "base/error.h"
+#include "base/temp_dir.h"
 #include "engine/cpu/kernels.h"
 #include "engine/qdq_build.h"
 #include "engine/quant.h"
@@ -302,17 +300,8 @@ FolderInt8 CalibrateFolder(const CalibrateOptions& o) {
                   ClassWords(c) + "); calibrate it on a VNNI CPU");
   }
   const engine::Profile profile = ModelProfile(config);
-  const fs::path work = fs::temp_directory_path() /
-                        ("hotline-calibrate-" + std::to_string(::getpid()) + "-" +
-                         std::to_string(std::random_device{}()));
-  fs::create_directories(work);
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{work};
+  const TempDir scratch("hotline-calibrate");
+  const fs::path& work = scratch.path();
   auto cut = [&](const std::string& src, int lines, const std::string& name) {
     if (lines <= 0) return src;
     std::ifstream in(src);
