@@ -17,6 +17,7 @@ Contracts the C++ side mirrors (src/text, src/nlu):
   model emits inside running text (万 in 千恩万谢, 证, 厂) were half of the shipped model's false
   positives. [CLS]/[SEP]/padding carry no tags.
 """
+import gzip
 import json
 import os
 import unicodedata
@@ -60,8 +61,10 @@ def normalize_width(text):
 
 
 def read_jsonl(path):
+    """One JSON object per line; a path ending in .gz is read through gzip."""
     rows = []
-    with open(path, encoding="utf-8") as f:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
             if not line:

@@ -19,7 +19,6 @@ trainer leaves out of the slot loss (common.Encoder).
 """
 import argparse
 import collections
-import gzip
 import json
 import os
 import random
@@ -100,20 +99,14 @@ def run_model(model_dir, texts, batch=64):
     enc = Encoder(os.path.join(model_dir, my["tokenizer"]["vocab"]), tax, my.get("max_length", 128))
     sess = ort.InferenceSession(os.path.join(model_dir, my["files"]["onnx"]),
                                 providers=["CPUExecutionProvider"])
-    ids = [enc.tokenize(t)[0] for t in texts]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    logits = np.zeros((len(ids), len(tax.intents)), np.float32)
-    for b in range(0, len(order), batch):
-        idx = order[b:b + batch]
-        L = max(len(ids[i]) for i in idx)
-        x = np.full((len(idx), L), enc.pad_id, np.int64)
-        m = np.zeros((len(idx), L), np.int64)
-        for r, i in enumerate(idx):
-            x[r, :len(ids[i])] = ids[i]
-            m[r, :len(ids[i])] = 1
-        out = sess.run([my["outputs"]["intent"]], {"input_ids": x, "attention_mask": m,
-                                                    "token_type_ids": np.zeros_like(x)})[0]
-        logits[idx] = out
+    from export import batches  # the export's padding, for ONNX Runtime
+    exs = [{"ids": enc.tokenize(t)[0], "i": i} for i, t in enumerate(texts)]
+    exs.sort(key=lambda e: len(e["ids"]))  # similar lengths together: less padding
+    logits = np.zeros((len(exs), len(tax.intents)), np.float32)
+    for chunk, ids, mask, tt in batches(exs, enc.pad_id, batch):
+        out = sess.run([my["outputs"]["intent"]], {"input_ids": ids, "attention_mask": mask,
+                                                    "token_type_ids": tt})[0]
+        logits[[e["i"] for e in chunk]] = out
     return tax, logits
 
 
@@ -129,12 +122,7 @@ def main(argv=None):
     ap.add_argument("--map", help="JSON {city label: taxonomy department id or null}: fixes the "
                     "mapping where the model's vote is wrong or the label is too broad")
     a = ap.parse_args(argv)
-    rows = []
-    for p in a.orders:
-        opener = gzip.open if p.endswith(".gz") else open
-        with opener(p, "rt", encoding="utf-8") as f:
-            rows += [r for r in map(json.loads, filter(str.strip, f))
-                     if r.get("text") and r.get("label")]
+    rows = [r for p in a.orders for r in read_jsonl(p) if r.get("text") and r.get("label")]
     if not rows:
         sys.exit("pseudo_label: no orders with text and label")
     overrides = {}

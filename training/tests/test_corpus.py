@@ -292,3 +292,23 @@ def test_pseudo_label_cleans_the_operators_words():
     got = pseudo_label.clean_text(t)
     assert "请市城管局" not in got and "职能局" not in got and "垃圾没人清运" in got
     assert pseudo_label.PREFIX.sub("", got, count=1).startswith("某小区")
+
+
+def test_pseudo_label_batched_logits_equal_single_text_runs(tmp_path):
+    """run_model pads texts of different lengths into batches; each row must equal ONNX Runtime
+    run on that text alone (the shipped model folder, no padding)."""
+    import onnxruntime as ort
+    import pseudo_label
+    from common import Encoder
+    folder = os.path.join(os.path.dirname(HERE), "..", "models", "default")
+    texts = ["我家停水了", "市民来电反映：某小区门口垃圾好几天没人清运，请尽快处理。",
+             "社保卡丢了怎么补办", "喂", "公交车司机态度很差还乱收费"]
+    tax, logits = pseudo_label.run_model(folder, texts, batch=2)
+    enc = Encoder(os.path.join(folder, "vocab.txt"), tax, 128)
+    sess = ort.InferenceSession(os.path.join(folder, "model.onnx"),
+                                providers=["CPUExecutionProvider"])
+    for i, t in enumerate(texts):
+        ids = np.asarray([enc.tokenize(t)[0]], np.int64)
+        one = sess.run(["intent_logits"], {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                           "token_type_ids": np.zeros_like(ids)})[0][0]
+        assert np.allclose(logits[i], one, atol=1e-4), (t, np.abs(logits[i] - one).max())
