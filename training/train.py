@@ -79,6 +79,11 @@ def asr_tables(vocab_path):
     return {"homophones": {str(k): v for k, v in homophones.items() if v}, "punct": punct}
 
 
+def slim(ex):
+    """What training reads of an encoded line (the cache keeps no offsets or text for train)."""
+    return {k: ex[k] for k in ("ids", "tags", "intent", "spans")}
+
+
 def encode_splits(data_dir, vocab, tax, max_length, max_lines=None, extra_train=()):
     enc = Encoder(vocab, tax, max_length)
     out = {"vocab_sha": file_sha(vocab), "vocab_size": enc.vocab_size, "max_length": max_length,
@@ -102,8 +107,7 @@ def encode_splits(data_dir, vocab, tax, max_length, max_lines=None, extra_train=
         else:
             out["splits"][split] = [enc.encode(r) for r in rows]
             if split == "train":  # training reads ids, tags and intent only: a smaller cache
-                out["splits"][split] = [{k: ex[k] for k in ("ids", "tags", "intent", "spans")}
-                                        for ex in out["splits"][split]]
+                out["splits"][split] = [slim(ex) for ex in out["splits"][split]]
         log(f"encoded {split}: {len(rows)} lines")
     out["asr"] = asr_tables(vocab)
     return out
@@ -122,8 +126,7 @@ def load_data(args, tax):
             enc = Encoder(args.vocab, tax, data["max_length"])
             for p in extra:
                 rows = read_jsonl(p)
-                data["splits"]["train"] += [{k: ex[k] for k in ("ids", "tags", "intent", "spans")}
-                                            for ex in map(enc.encode, rows)]
+                data["splits"]["train"] += [slim(enc.encode(r)) for r in rows]
                 log(f"train: {len(rows)} lines from {p} appended")
     else:
         data = encode_splits(args.data, args.vocab, tax, args.max_length, args.max_lines,
