@@ -8,14 +8,25 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 
 
+def generate_stubs():
+    """Runs hotline_client/_generate.py (loaded by path: the package cannot be imported yet)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "hotline_client_generate", HERE / "hotline_client" / "_generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.generate(HERE / "hotline_client" / "_generated", HERE.parents[1] / "proto")
+
+
+# The stub packages are listed below, and setuptools checks that listed packages exist while it
+# writes the metadata, before build_py runs: a fresh checkout has none, so they are made first.
+if not (HERE / "hotline_client" / "_generated" / "hotline" / "v1" / "__init__.py").exists():
+    generate_stubs()
+
+
 class BuildWithStubs(build_py):
     def run(self):
-        import importlib.util
-        spec = importlib.util.spec_from_file_location(
-            "hotline_client_generate", HERE / "hotline_client" / "_generate.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        module.generate(HERE / "hotline_client" / "_generated", HERE.parents[1] / "proto")
+        generate_stubs()  # regenerated so an installed client matches the checkout's proto
         super().run()
 
 
