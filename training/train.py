@@ -18,6 +18,7 @@ config.json, metrics.json and weights-*.npz (float32, sharded under 12 MB each).
 Seeded: the same command, data and device give the same model.
 """
 import argparse
+import collections
 import copy
 import gzip
 import hashlib
@@ -162,6 +163,9 @@ def span_pieces(ids, tags, tax):
     return out
 
 
+NOVEL_SLOTS = ("organization", "address")
+
+
 def a_asr(args):
     return getattr(args, "aug_asr", 0.0) or 0.0
 
@@ -182,8 +186,19 @@ class Augmenter:
             for s, e, slot in span_pieces(ex["ids"], ex["tags"], tax):
                 self.pool.setdefault((ex["intent"], slot), []).append(ex["ids"][s:e])
         self.max_length = data["max_length"]
+        # Characters of the names seen in training (organisations, addresses, people) and the
+        # commonest hanzi: the stems of --aug-novel's made-up names.
         asr = data.get("asr") or {}
         self.homophones = {int(k): v for k, v in asr.get("homophones", {}).items()}
+        # Less the 300 characters commonest outside spans (的, 了, 叫, 在...): a stem made of
+        # them would teach spans to swallow the words around them.
+        outside = collections.Counter(t for ex in data["splits"]["train"]
+                                      for t, g in zip(ex["ids"], ex["tags"]) if g == 0)
+        stop = {t for t, _ in outside.most_common(300)}
+        self.common = sorted({j for v in self.homophones.values() for j in v} - stop)
+        self.name_chars = sorted({t for (_, slot), vals in self.pool.items()
+                                  if slot in NOVEL_SLOTS + ("person_name",) for v in vals for t in v
+                                  if t in self.homophones})
         self.punct = set(asr.get("punct", []))
         if a_asr(args) > 0 and not self.homophones:
             raise ValueError("--aug-asr needs the encoded data's ASR tables: re-encode (--cache)")
@@ -212,6 +227,28 @@ class Augmenter:
                     tags = tags[:t] + [0] * len(piece) + tags[t:]
         return ids, tags
 
+    def novel(self, ids, tags):
+        """Organisation and address values given a made-up stem: the value's first tokens
+        replaced by 1-4 random name or common characters, its tail (店, 有限公司, 小区3幢)
+        kept. Real names are mostly unseen ones (业之峰装饰, 湘味人家), and a model that knows
+        only the training stems cuts them at the first unfamiliar character."""
+        rng, tax = self.rng, self.tax
+        if not self.common:
+            raise ValueError("--aug-novel needs the encoded data's ASR tables: re-encode (--cache)")
+        new_ids, new_tags, prev = [], [], 0
+        for s, e, slot in span_pieces(ids, tags, tax):
+            if slot not in NOVEL_SLOTS or e - s < 2 or rng.random() < 0.3:
+                continue
+            keep = rng.randint(1, min(4, e - s - 1))
+            stem = [rng.choice(self.name_chars if rng.random() < 0.5 else self.common)
+                    for _ in range(rng.randint(1, 4))]
+            val = stem + ids[e - keep:e]
+            new_ids += ids[prev:s] + val
+            new_tags += tags[prev:s] + [tax.tag_index["B-" + slot]] + \
+                [tax.tag_index["I-" + slot]] * (len(val) - 1)
+            prev = e
+        return new_ids + ids[prev:], new_tags + tags[prev:]
+
     def garbled(self, ex):
         """Noise built from a real example: its tokens shuffled, or random common characters."""
         rng = self.rng
@@ -237,6 +274,8 @@ class Augmenter:
                 new_tags += [tax.tag_index["B-" + slot]] + [tax.tag_index["I-" + slot]] * (len(val) - 1)
                 prev = e
             ids, tags = new_ids + ids[prev:], new_tags + tags[prev:]
+        if getattr(a, "aug_novel", 0.0) > 0 and rng.random() < a.aug_novel:
+            ids, tags = self.novel(ids, tags)
         if a.aug_drop > 0 and rng.random() < a.aug_drop and len(ids) > 6:  # character dropout
             keep = [t for t in range(len(ids)) if tags[t] != 0 or rng.random() > 0.1]
             if len(keep) < len(ids):
@@ -493,6 +532,8 @@ def main(argv=None):
     ap.add_argument("--mlm-lr", type=float, default=5e-4)
     ap.add_argument("--aug-swap", type=float, default=0.3,
                     help="P(replace slot values by other training values of the same type and intent)")
+    ap.add_argument("--aug-novel", type=float, default=0.0,
+                    help="P(organisation/address values get a made-up stem, their tail kept)")
     ap.add_argument("--aug-drop", type=float, default=0.2, help="P(character dropout, 10%% of O)")
     ap.add_argument("--aug-filler", type=float, default=0.2, help="P(insert a filler word)")
     ap.add_argument("--time-budget", type=float,
