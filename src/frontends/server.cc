@@ -253,9 +253,11 @@ void Server::StartDialog() {
                 Code::kNotFound);
   }
   const nlu::Taxonomy taxonomy = nlu::Taxonomy::Load(taxonomy_file);
-  // SQLite creates the file, not its folder (var/ in a fresh checkout).
+  // SQLite creates the file, not its folder (var/ in a fresh checkout). A PostgreSQL URL is no
+  // path: its "folder" would be a directory named after the scheme and host.
+  const bool is_url = config.work_order_db.find("://") != std::string::npos;
   const std::filesystem::path db_dir = std::filesystem::path(config.work_order_db).parent_path();
-  if (!db_dir.empty()) {
+  if (!is_url && !db_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(db_dir, ec);  // a failure surfaces when SQLite opens it
   }

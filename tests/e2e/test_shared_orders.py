@@ -169,6 +169,8 @@ def test_two_servers_share_calls_and_orders(stubs, tmp_path, pg):
     try:
         servers = [SharedServer(tmp_path, repo, pg.url, redis.url, name=n) for n in "ab"]
         a, b = servers
+        # The store is a URL, not a path: nothing named after it appears in the servers' folder.
+        assert not list(ROOT.glob("postgres*:")), "a folder was made from the PostgreSQL URL"
         script = dispatch_script()
         clerk = grpc.intercept_channel(a.plain, _Key(KEYS["clerk"][0]))
         call = Switching([GrpcCall(stubs, s.channel, "shared-1", script.get("reference_time"))
