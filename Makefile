@@ -30,8 +30,8 @@ run: build
 
 # A city's own dispatcher from its labelled orders (training/city.py; README "Train your own").
 train: setup
-	@test -n "$(DATA)" || { echo "usage: make train DATA=orders.jsonl OUT=models/NAME [INIT=models/haikou]"; exit 2; }
-	$(PY) training/city.py --data "$(DATA)" --out "$(or $(OUT),models/city)" $(if $(INIT),--init "$(INIT)")
+	@test -n "$(DATA)" || { echo "usage: make train DATA=orders.jsonl OUT=models/NAME [INIT=models/haikou] [UPDATE=1]"; exit 2; }
+	$(PY) training/city.py --data "$(DATA)" --out "$(or $(OUT),models/city)" $(if $(INIT),--init "$(INIT)") $(if $(UPDATE),--update)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h' '*.cu' '*.cuh')

@@ -1,6 +1,6 @@
 """Train-your-own: a city's labelled historical orders -> a dispatcher model folder and a report.
 
-  make train DATA=orders.jsonl OUT=models/mycity [NAME=mycity] [INIT=models/haikou]
+  make train DATA=orders.jsonl OUT=models/mycity [NAME=mycity] [INIT=models/haikou] [UPDATE=1]
   python3 training/city.py --data orders.jsonl --out models/mycity
 
 DATA: JSONL, one order a line: `text` and `label` (the handling department), optionally
@@ -78,6 +78,9 @@ def main(argv=None):
     ap.add_argument("--name", default=None)
     ap.add_argument("--init", default=os.path.join(REPO, "models", "haikou"),
                     help="model folder whose encoder starts the training ('' : from scratch)")
+    ap.add_argument("--update", action="store_true",
+                    help="DATA are newer orders of the --init folder's own city: its heads start "
+                    "from the folder's, and departments the new orders lack stay")
     ap.add_argument("--work", default=None, help="scratch folder (default OUT/../.train-NAME)")
     ap.add_argument("--dev-frac", type=float, default=0.08)
     ap.add_argument("--test-frac", type=float, default=0.15)
@@ -109,8 +112,11 @@ def main(argv=None):
     targs = ["--data", work, "--out", os.path.join(work, "run"), "--epochs", str(a.epochs),
              "--time-budget", str(a.time_budget), "--max-length", str(a.max_length),
              "--device", a.device]
+    if a.update and not a.init:
+        raise SystemExit("--update needs --init: the folder to update")
     if a.init:
         targs += ["--init-model", a.init, "--vocab", os.path.join(a.init, "vocab.txt")]
+        targs += ["--keep-labels"] if a.update else []
     else:
         targs += ["--vocab", os.path.join(REPO, "models", "default", "vocab.txt"),
                   "--layers", "4", "--hidden", "256", "--heads", "4", "--ffn", "1024"]

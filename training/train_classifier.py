@@ -63,6 +63,53 @@ class Classifier(nn.Module):
         return tuple(self.heads[k](pooled) for k in self.head_names)
 
 
+def folder_heads(folder):
+    """{head: (labels, weight [n, hidden], bias [n])} of a dispatcher model folder: the head
+    initializers of its model.onnx (heads.NAME.weight/.bias, FP16 or FP32) and labels.json."""
+    import onnx
+    from onnx import numpy_helper
+    with open(os.path.join(folder, "labels.json"), encoding="utf-8") as f:
+        labels = json.load(f)
+    inits = {i.name: i for i in onnx.load(os.path.join(folder, "model.onnx")).graph.initializer}
+
+    def arr(name):
+        for n in (name, name + ".fp16"):
+            if n in inits:
+                return numpy_helper.to_array(inits[n]).astype(np.float32)
+        return None
+    out = {}
+    for head, names in labels.items():
+        w, b = arr(f"heads.{head}.weight"), arr(f"heads.{head}.bias")
+        if w is not None and b is not None and len(names) == w.shape[0] == b.shape[0]:
+            out[head] = (names, w, b)
+    return out
+
+
+def init_heads_by_label(model, folder, labels):
+    """Copies the rows of the folder's heads into the model's, matched by label name (a city's
+    model updated with newer orders keeps what it knew); labels the folder lacks keep their fresh
+    rows. Returns {head: (rows copied, rows new)}."""
+    old = folder_heads(folder)
+    report = {}
+    for head, names in labels.items():
+        if head not in model.heads or head not in old:
+            continue
+        old_names, w, b = old[head]
+        if w.shape[1] != model.heads[head].weight.shape[1]:
+            raise SystemExit(f"--init-model {folder}: the {head} head is {w.shape[1]} wide, "
+                             f"the encoder {model.heads[head].weight.shape[1]}")
+        where = {n: i for i, n in enumerate(old_names)}
+        same = 0
+        with torch.no_grad():
+            for i, n in enumerate(names):
+                if n in where:
+                    model.heads[head].weight[i] = torch.from_numpy(w[where[n]])
+                    model.heads[head].bias[i] = float(b[where[n]])
+                    same += 1
+        report[head] = (same, len(names) - same)
+    return report
+
+
 def category_of(row):
     if row.get("category"):
         return row["category"]
@@ -182,8 +229,12 @@ def main(argv=None):
     ap.add_argument("--vocab", help="vocab.txt (not needed with an existing --cache)")
     ap.add_argument("--cache", help="encoded data (.json.gz): read if present, else written")
     ap.add_argument("--encode-only", action="store_true", help="write --cache and stop")
-    ap.add_argument("--init-model", help="start the encoder from a shipped model folder "
-                    "(model.onnx + weights_map.json, e.g. models/haikou); its vocab.txt is used")
+    ap.add_argument("--init-model", help="start from a shipped model folder (model.onnx + "
+                    "weights_map.json, e.g. models/haikou): its encoder, and its heads' rows for "
+                    "the labels it knows; its vocab.txt is used")
+    ap.add_argument("--keep-labels", action="store_true",
+                    help="with --init-model: an update of that city's model; its labels the "
+                    "new orders lack stay in the heads")
     ap.add_argument("--init-encoder", help="pretraining run folder (training/pretrain.py)")
     ap.add_argument("--out", help="run folder (required unless --encode-only)")
     ap.add_argument("--layers", type=int, default=6)
@@ -205,6 +256,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--device", default="auto")
     a = ap.parse_args(argv)
+    if a.keep_labels and not a.init_model:
+        ap.error("--keep-labels needs --init-model")
     t_start = time.time()
     random.seed(a.seed)
     np.random.seed(a.seed)
@@ -228,6 +281,14 @@ def main(argv=None):
     departments = sorted(dep_count, key=lambda k: (-dep_count[k], k))
     cat_count = Counter(c for c in map(category_of, train) if c)
     categories = sorted(cat_count, key=lambda k: (-cat_count[k], k))
+    if a.keep_labels:
+        # An update of a city's model keeps every label the folder knows, also those the new
+        # orders lack (a department with no order this month still exists): they follow.
+        with open(os.path.join(a.init_model, "labels.json"), encoding="utf-8") as f:
+            known = json.load(f)
+        departments += [k for k in known.get("department", []) if k not in dep_count]
+        if categories or known.get("category"):
+            categories += [k for k in known.get("category", []) if k not in cat_count]
     heads = {"department": len(departments)}
     if categories:
         heads["category"] = len(categories)
@@ -274,6 +335,9 @@ def main(argv=None):
             raise SystemExit(f"--init-model weights do not fit: missing {missing}, "
                              f"unexpected {unexpected}")
         log(f"encoder from the model folder {a.init_model}")
+        for name, (n_same, n_new) in init_heads_by_label(
+                model, a.init_model, {"department": departments, "category": categories}).items():
+            log(f"{name} head: {n_same} labels' rows from the model folder, {n_new} new")
     if a.init_encoder:
         sd = {k: torch.from_numpy(v) for k, v in read_weight_arrays(a.init_encoder).items()
               if not k.startswith(("intent_head", "slot_head"))}
@@ -283,7 +347,7 @@ def main(argv=None):
             raise SystemExit(f"--init-encoder weights do not fit: missing {missing}, "
                              f"unexpected {unexpected}")
         log(f"encoder from {a.init_encoder} (pretrained step {init_cfg.get('step')})")
-    else:
+    elif not a.init_model:
         log("no --init-encoder: the encoder starts from random weights")
     model.to(device)
 

@@ -255,6 +255,47 @@ def test_classifier_trains_exports_and_matches_onnx_runtime(tiny_corpus, tmp_pat
         "--out", str(tmp_path / "run2"), "--init-model", str(out), "--epochs", "1",
         "--batch-size", "8", "--max-length", "24", "--device", "cpu"])
     assert res2["departments"] == 2
+    # The heads come along by label name: a model whose labels are the folder's in another
+    # order plus one new label gives ONNX Runtime's logits of the folder, permuted, for the
+    # labels both know.
+    import onnxruntime as ort
+    old = labels["department"]
+    new = ["新部门"] + old[::-1]
+    model = train_classifier.Classifier(int(cfg["vocab_size"]), {"department": len(new)},
+                                        1, 32, 2, 64, 0.0)
+    model.bert.load_state_dict({k: torch.from_numpy(v) for k, v in got.items()}, strict=False)
+    rep3 = train_classifier.init_heads_by_label(model, str(out), {"department": new})
+    assert rep3 == {"department": (len(old), 1)}
+    model.eval()
+    tok = train_classifier.Tok(str(out / "vocab.txt"), 24)
+    ids = np.asarray(tok(["市民反映路灯不亮"]), dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+             "token_type_ids": np.zeros_like(ids)}
+    sess = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    ref = sess.run(["department_logits"], feeds)[0][0]
+    with torch.no_grad():
+        mine = model(*(torch.from_numpy(feeds[k]) for k in
+                       ("input_ids", "attention_mask", "token_type_ids")))[0][0].numpy()
+    for i, name in enumerate(new[1:], 1):
+        assert abs(mine[i] - ref[old.index(name)]) < 1e-3, name
+    # An update with orders of one department only: --keep-labels keeps the other one too.
+    one = tmp_path / "one"
+    one.mkdir()
+    for split in ("train", "dev", "test"):
+        rows = [json.loads(x) for x in (tiny_corpus / "haikou" / f"{split}.jsonl")
+                .read_text(encoding="utf-8").splitlines()]
+        keep = [r for r in rows if r["label"] == old[0]]
+        assert keep and len(keep) < len(rows)
+        (one / f"{split}.jsonl").write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
+    for flag, want in (([], [old[0]]), (["--keep-labels"], [old[0], old[1]])):
+        r = tmp_path / ("upd" + "".join(flag))
+        train_classifier.main(["--data", str(one), "--vocab", str(out / "vocab.txt"),
+                               "--out", str(r), "--init-model", str(out), "--epochs", "1",
+                               "--batch-size", "8", "--max-length", "24", "--device", "cpu"]
+                              + flag)
+        got_labels = json.loads((r / "config.json").read_text(encoding="utf-8"))["labels"]
+        assert got_labels["department"] == want
 
 
 def test_pseudo_label_align_by_hand():
@@ -312,3 +353,41 @@ def test_pseudo_label_batched_logits_equal_single_text_runs(tmp_path):
         one = sess.run(["intent_logits"], {"input_ids": ids, "attention_mask": np.ones_like(ids),
                                            "token_type_ids": np.zeros_like(ids)})[0][0]
         assert np.allclose(logits[i], one, atol=1e-4), (t, np.abs(logits[i] - one).max())
+
+
+def test_city_trains_a_folder_with_a_report_then_updates_it(tiny_corpus, tmp_path):
+    """make train's script end to end on 40 orders: a folder ONNX Runtime runs, REPORT.md with
+    the anchor beside the model, then an update with newer orders of one department that keeps
+    the other department (--update)."""
+    import city
+    import onnxruntime as ort
+    orders = tiny_corpus.parent / "src" / "hotline_haikou_12345" / "orders.jsonl.gz"
+    first = tmp_path / "first"
+    assert city.main(["--data", str(orders), "--out", str(first), "--init", "", "--epochs", "1",
+                      "--device", "cpu", "--max-length", "32", "--dev-frac", "0.2",
+                      "--test-frac", "0.2"]) == 0
+    report = (first / "REPORT.md").read_text(encoding="utf-8")
+    assert "split by order_id" in report and "| this model |" in report
+    assert "(anchor)" in report  # the TF-IDF anchor ran on the same split
+    labels = json.loads((first / "labels.json").read_text(encoding="utf-8"))
+    assert sorted(labels["department"]) == ["公安局交通警察支队", "城市管理行政执法局"]
+    for d in labels["department"]:
+        assert f"| {d} |" in report
+    sess = ort.InferenceSession(str(first / "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [o.name for o in sess.get_outputs()][:1] == ["department_logits"]
+    newer = tmp_path / "newer.jsonl"
+    with gzip.open(orders, "rt", encoding="utf-8") as f:
+        rows = [json.loads(x) for x in f if x.strip()]
+    one = [dict(r, order_id="2019" + r["order_id"][4:]) for r in rows
+           if r["label"] == "城市管理行政执法局"]
+    newer.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in one),
+                     encoding="utf-8")
+    upd = tmp_path / "upd"
+    assert city.main(["--data", str(newer), "--out", str(upd), "--init", str(first),
+                      "--update", "--epochs", "1", "--device", "cpu", "--max-length", "32",
+                      "--no-anchor"]) == 0
+    got = json.loads((upd / "labels.json").read_text(encoding="utf-8"))["department"]
+    assert got == ["城市管理行政执法局", "公安局交通警察支队"]
+    with pytest.raises(SystemExit):
+        city.main(["--data", str(newer), "--out", str(tmp_path / "x"), "--init", "",
+                   "--update"])
