@@ -18,6 +18,7 @@ DEB_PACKAGES=(
   libpq-dev postgresql           # work orders in PostgreSQL; tests run a throwaway cluster
   python3 python3-venv python3-pip python3-numpy python3-yaml
   python3-torch libopenblas0-openmp
+  chromium chromium-driver fonts-wqy-zenhei  # the console's tests in headless Chromium (CJK font)
 )
 
 missing=()

@@ -97,8 +97,7 @@ std::string CategoryOf(const std::string& intent, const nlu::Taxonomy& taxonomy)
 Clock::time_point CreatedAt(const WorkOrder& o) {
   Clock::time_point t;
   if (!ParseRfc3339(o.created_at, &t)) {
-    throw Error("work order " + o.id + " has a created_at that is not RFC 3339",
-                Code::kDataLoss);
+    throw Error("work order " + o.id + " has a created_at that is not RFC 3339", Code::kDataLoss);
   }
   return t;
 }
@@ -165,11 +164,11 @@ OperationsConfig OperationsConfig::Load(const std::string& path, const nlu::Taxo
       CheckKeys(h[i], {"name", "scope", "group", "min_orders", "window_minutes"}, at);
       HotspotRule r;
       r.name = Get<std::string>(h[i], "name", "", at);
-      const bool name_ok = !r.name.empty() && r.name.size() <= 64 &&
-                           std::all_of(r.name.begin(), r.name.end(), [](char ch) {
-                             return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-                                    ch == '_';
-                           });
+      const bool name_ok =
+          !r.name.empty() && r.name.size() <= 64 &&
+          std::all_of(r.name.begin(), r.name.end(), [](char ch) {
+            return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+          });
       if (!name_ok) throw Error(at + ": name must be 1..64 characters of a-z 0-9 _");
       if (!names.insert(r.name).second) throw Error(at + ": the name " + r.name + " repeats");
       r.scope = Get<std::string>(h[i], "scope", r.scope, at);
@@ -181,7 +180,8 @@ OperationsConfig OperationsConfig::Load(const std::string& path, const nlu::Taxo
         throw Error(at + ": group must be intent or category; got '" + r.group + "'");
       }
       r.min_orders = Get(h[i], "min_orders", r.min_orders, at);
-      if (r.min_orders < 2 || r.min_orders > 100000) throw Error(at + ": min_orders must be 2..100000");
+      if (r.min_orders < 2 || r.min_orders > 100000)
+        throw Error(at + ": min_orders must be 2..100000");
       const double minutes = Get(h[i], "window_minutes", 120.0, at);
       if (!(minutes >= 1 && minutes <= 7 * 24 * 60)) {
         throw Error(at + ": window_minutes must be 1..10080 (a week)");
@@ -200,7 +200,8 @@ OperationsConfig OperationsConfig::Load(const std::string& path, const nlu::Taxo
   if (const YAML::Node s = root["sla"]) {
     const std::string at = path + ": sla";
     CheckKeys(s, {"default_hours", "due_soon_fraction", "categories", "intents"}, at);
-    if (s["default_hours"]) c.sla.default_hours = PositiveHours(s["default_hours"], at + ".default_hours");
+    if (s["default_hours"])
+      c.sla.default_hours = PositiveHours(s["default_hours"], at + ".default_hours");
     c.sla.due_soon_fraction = Get(s, "due_soon_fraction", c.sla.due_soon_fraction, at);
     if (!(c.sla.due_soon_fraction >= 0 && c.sla.due_soon_fraction < 1)) {
       throw Error(at + ".due_soon_fraction must be in [0, 1)");
@@ -253,7 +254,8 @@ bool ParseRfc3339(std::string_view s, Clock::time_point* out) {
   if (i < s.size() && s[i] == '.') {
     double scale = 0.1;
     size_t j = i + 1;
-    for (; j < s.size() && s[j] >= '0' && s[j] <= '9'; ++j, scale /= 10) frac += (s[j] - '0') * scale;
+    for (; j < s.size() && s[j] >= '0' && s[j] <= '9'; ++j, scale /= 10)
+      frac += (s[j] - '0') * scale;
     if (j == i + 1) return false;
     i = j;
   }
@@ -379,9 +381,8 @@ std::vector<Hotspot> FindHotspots(const std::vector<WorkOrder>& orders,
   std::map<std::string, std::string> created;
   for (const WorkOrder& o : orders) created[o.id] = o.created_at;
   for (Hotspot& h : out) {
-    std::stable_sort(h.order_ids.begin(), h.order_ids.end(), [&](const auto& a, const auto& b) {
-      return created[a] > created[b];
-    });
+    std::stable_sort(h.order_ids.begin(), h.order_ids.end(),
+                     [&](const auto& a, const auto& b) { return created[a] > created[b]; });
   }
   return out;
 }
@@ -401,9 +402,8 @@ std::vector<DuplicateGroup> FindDuplicateCandidates(const std::vector<WorkOrder>
   }
   std::vector<DuplicateGroup> out;
   for (auto& [key, items] : by_place) {
-    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-      return a.t != b.t ? a.t < b.t : a.id < b.id;
-    });
+    std::sort(items.begin(), items.end(),
+              [](const Item& a, const Item& b) { return a.t != b.t ? a.t < b.t : a.id < b.id; });
     for (size_t i = 0; i < items.size();) {
       size_t j = i + 1;
       while (j < items.size() && items[j].t - items[i].t <= std::chrono::hours(window_h)) ++j;
@@ -437,8 +437,8 @@ SlaStatus EvaluateSla(const WorkOrder& order, const SlaConfig& sla, const nlu::T
   SlaStatus s;
   s.hours = SlaHours(order, sla, taxonomy);
   const Clock::time_point deadline =
-      CreatedAt(order) + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(s.hours * 3600));
+      CreatedAt(order) +
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.hours * 3600));
   s.deadline = FormatRfc3339Utc(deadline);
   if (!IsOpen(order.status)) {
     // Finished when the note that set the final status was written.
@@ -476,7 +476,8 @@ Trend ComputeTrend(const std::vector<WorkOrder>& orders, const std::string& buck
     throw Error("buckets must be 1..1000; got " + std::to_string(buckets), Code::kInvalidArgument);
   }
   const int64_t size = bucket == "hour" ? 3600 : 86400;
-  const int64_t secs = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  const int64_t secs =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   // Bucket edges fall on Shanghai's hours and midnights.
   const int64_t current = ((secs + kShanghaiOffset) / size) * size - kShanghaiOffset;
   const int64_t first = current - int64_t(buckets - 1) * size;

@@ -58,14 +58,14 @@ OrderPlace ParseAddress(std::string_view address);
 bool ParseRfc3339(std::string_view text, std::chrono::system_clock::time_point* out);
 
 struct Hotspot {
-  std::string rule;                      // HotspotRule::name
-  std::string key;                       // stable id: rule|group|district|street
-  std::string group;                     // the intent or category id
-  std::string group_name;                // its Chinese name from the taxonomy
-  std::string district, street;          // street "" for a district-scope rule
-  int count = 0;                         // orders within the window
-  std::string first_at, last_at;         // RFC 3339 of the oldest and newest in the window
-  std::vector<std::string> order_ids;    // newest first
+  std::string rule;                    // HotspotRule::name
+  std::string key;                     // stable id: rule|group|district|street
+  std::string group;                   // the intent or category id
+  std::string group_name;              // its Chinese name from the taxonomy
+  std::string district, street;        // street "" for a district-scope rule
+  int count = 0;                       // orders within the window
+  std::string first_at, last_at;       // RFC 3339 of the oldest and newest in the window
+  std::vector<std::string> order_ids;  // newest first
 };
 // Active hotspots at `now`, most orders first. Orders without a place at the rule's scope
 // (no street, or no district) never count.
@@ -84,11 +84,11 @@ std::vector<DuplicateGroup> FindDuplicateCandidates(const std::vector<WorkOrder>
                                                     int window_h);
 
 struct SlaStatus {
-  double hours = 0;              // the deadline's length
-  std::string deadline;          // RFC 3339 UTC
+  double hours = 0;      // the deadline's length
+  std::string deadline;  // RFC 3339 UTC
   // on_time | due_soon | overdue (still open); met | missed (resolved or closed: by its note)
   std::string state;
-  double seconds_left = 0;       // negative when overdue; at resolution for met/missed
+  double seconds_left = 0;  // negative when overdue; at resolution for met/missed
 };
 double SlaHours(const WorkOrder& order, const SlaConfig& sla, const nlu::Taxonomy& taxonomy);
 // Throws hotline::Error(kDataLoss) when created_at is not RFC 3339.
@@ -96,8 +96,8 @@ SlaStatus EvaluateSla(const WorkOrder& order, const SlaConfig& sla, const nlu::T
                       std::chrono::system_clock::time_point now);
 
 struct Trend {
-  std::string bucket;                          // hour | day (Asia/Shanghai)
-  std::vector<std::string> starts;             // each bucket's start, RFC 3339 UTC, oldest first
+  std::string bucket;               // hour | day (Asia/Shanghai)
+  std::vector<std::string> starts;  // each bucket's start, RFC 3339 UTC, oldest first
   std::map<std::string, std::vector<int>> series;  // category or intent id -> count per bucket
 };
 // Orders per bucket over the last `buckets` hours or days (the current one included).

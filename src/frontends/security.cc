@@ -324,6 +324,13 @@ std::string Security::ClientName(std::string_view credential) const {
   return c ? c->name : std::string();
 }
 
+uint32_t Security::RolesOf(std::string_view credential) const {
+  if (!auth_enabled()) return ~uint32_t(0);
+  const std::string_view key = KeyOf(credential);
+  const ClientConfig* c = key.empty() ? nullptr : Identify(key);
+  return c ? c->roles : 0;
+}
+
 void Security::Audit(const std::string& client, std::string_view transport,
                      std::string_view action, const std::string& order_id, Code code,
                      const std::string& detail) {

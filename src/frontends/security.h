@@ -102,6 +102,9 @@ class Security {
   // The client a credential names, without charging its rate limit ("anonymous" with
   // authentication off, "" for no valid key): for audit lines after Check passed.
   std::string ClientName(std::string_view credential) const;
+  // The roles (Role bits) of the client a credential names, without charging its rate limit; 0
+  // for no valid key, every bit with authentication off.
+  uint32_t RolesOf(std::string_view credential) const;
 
   // One line of the audit log: {"ts","client","transport","action","order_id","code"}. A no-op
   // without audit_log. `order_id` may be empty (list, search).

@@ -90,6 +90,23 @@ void ReadDialog(const YAML::Node& node, const std::string& file, DialogServerCon
   }
 }
 
+void ReadConsole(const YAML::Node& node, const std::string& file, ConsoleConfig* out) {
+  out->enabled = true;
+  if (node.IsNull()) return;
+  if (!node.IsMap()) throw Error(file + ": key 'console' must be a mapping");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (key != "dir" && key != "operations" && key != "max_streams") {
+      throw Error(file + ": unknown key 'console." + key +
+                  "' (expected dir, operations, max_streams)");
+    }
+  }
+  const std::string where = file + " (console)";
+  Read(node, "dir", &out->dir, where);
+  Read(node, "operations", &out->operations, where);
+  Read(node, "max_streams", &out->max_streams, where);
+}
+
 }  // namespace
 
 ServerConfig ServerConfig::Load(const std::string& path) {
@@ -124,6 +141,7 @@ ServerConfig ServerConfig::Load(const std::string& path) {
                                       "backend",
                                       "top_k",
                                       "dialog",
+                                      "console",
                                       "security"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
@@ -154,6 +172,10 @@ ServerConfig ServerConfig::Load(const std::string& path) {
   Read(root, "backend", &backend, path);
   Read(root, "top_k", &c.pipeline.top_k, path);
   if (root["dialog"]) ReadDialog(root["dialog"], path, &c.dialog);
+  if (root["console"]) ReadConsole(root["console"], path, &c.console);
+  if (c.console.enabled && !c.dialog.enabled) {
+    throw Error(path + ": console: needs the dialog: section (it shows calls and work orders)");
+  }
   c.security = SecurityConfig::Parse(root["security"], path);
   // Parsed here rather than with engine::ParsePrecision so the frontends do not need the engine
   // library to read a config file.
@@ -266,6 +288,24 @@ void Server::StartDialog() {
   dialog_metrics_ = std::make_unique<DialogMetrics>(registry_);
   dialog_ = CreateDialogService(service_.get(), std::move(manager), dialog_metrics_.get(), logger_,
                                 dc.workers, dc.webhook);
+  if (config_.console.enabled) {
+    // Each model's precision as its load chooses it, for the console's health view.
+    std::map<std::string, std::string> precisions;
+    for (const serving::ModelSpec& spec : repository_->Scan()) {
+      std::string why;
+      try {
+        precisions[spec.name] = std::string(engine::PrecisionName(
+            config_.pipeline.auto_precision
+                ? serving::AutoPrecision(config_.pipeline.backend, spec.dir, &why)
+                : config_.pipeline.precision));
+      } catch (const std::exception&) {
+        precisions[spec.name] = "";  // its load reports the problem
+      }
+    }
+    console_ = Console::Create(config_.console, taxonomy, service_.get(), registry_,
+                               security_.get(), logger_, std::move(precisions));
+    dialog_ = console_->Attach(std::move(dialog_));
+  }
   if (logger_) {
     // The store URL may carry a password (redis://:pw@host): log its scheme only.
     logger_->Info("dialog_ready", {{"session_store",
@@ -391,6 +431,7 @@ void Server::StartHttp() {
   http_->set_payload_max_length(size_t(config_.max_message_bytes));
   http_->set_keep_alive_max_count(1000);
   InstallHttpRoutes(*http_, *service_, registry_, dialog_.get(), security_.get());
+  if (console_) console_->Install(*http_);
   if (config_.http_port == 0) {
     http_port_ = http_->bind_to_any_port(config_.host);
   } else if (http_->bind_to_port(config_.host, config_.http_port)) {
@@ -411,6 +452,7 @@ void Server::Shutdown() {
   if (logger_) logger_->Info("shutting_down", {});
   service_->BeginShutdown();  // readiness false; new calls UNAVAILABLE
   SetHealth(false);
+  if (console_) console_->Stop();  // its event streams end: they hold no request open
   if (grpc_ && grpc_->server) {
     // Waits for calls in flight (the batchers keep answering them) up to the grace period, then
     // cancels what is left.

@@ -21,6 +21,7 @@
 #include "serving/model_repository.h"
 #include "serving/service.h"
 #include "serving/serving_metrics.h"
+#include "frontends/console.h"
 #include "frontends/security.h"
 #include "frontends/webhook.h"
 
@@ -72,6 +73,7 @@ struct ServerConfig {
   bool log_requests = true;
   serving::PipelineModelOptions pipeline;
   DialogServerConfig dialog;
+  ConsoleConfig console;  // the operators' web console (frontends/console.h); needs dialog
   SecurityConfig security;  // TLS, clients and roles, audit (frontends/security.h)
   // Throws hotline::Error naming the file and key.
   static ServerConfig Load(const std::string& path);
@@ -113,6 +115,7 @@ class Server {
   std::unique_ptr<Security> security_;
   std::unique_ptr<DialogMetrics> dialog_metrics_;
   std::unique_ptr<DialogService> dialog_;
+  std::unique_ptr<Console> console_;  // stopped before dialog_ goes
   struct GrpcParts;
   std::unique_ptr<GrpcParts> grpc_;
   std::unique_ptr<httplib::Server> http_;

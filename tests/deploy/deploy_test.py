@@ -93,7 +93,7 @@ def test_alert_rules_pass_their_unit_tests():
     names = {x["alert"] for g in rules["groups"] for x in g["rules"]}
     assert {"HotlineDown", "HotlineP99LatencyHigh", "HotlineErrorRatioHigh",
             "HotlineQueueSaturated", "HotlineWorkOrderStoreFailing",
-            "HotlineModelLoadFailed"} <= names
+            "HotlineModelLoadFailed", "HotlineHotspot"} <= names
     known = registered_metrics()
     for g in rules["groups"]:
         for x in g["rules"]:

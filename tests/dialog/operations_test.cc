@@ -41,7 +41,7 @@ TEST(OperationsTest, AddressesSplitIntoDistrictStreetAndNumber) {
       {"天河区荷光路南一巷12号", "天河区", "荷光路", "12"},
       {"广州市天河区 荷光路 14号", "天河区", "荷光路", "14"},
       {"建国路88号华贸小区3号楼", "", "建国路", "88"},
-      {"朝阳区华贸小区3号楼", "朝阳区", "", ""},  // no street word: no street
+      {"朝阳区华贸小区3号楼", "朝阳区", "", ""},                  // no street word: no street
       {"海珠区江南大道中１２０号", "海珠区", "江南大道", "120"},  // full-width digits
       {"石牌街道华师社区", "", "石牌街道", ""},
       {"望京小区5号", "", "", ""},  // 小区 is no district
@@ -80,10 +80,10 @@ TEST(OperationsTest, TenOrdersInOneStreetWithinTwoHoursAreAHotspot) {
   std::vector<WorkOrder> orders;
   // Nine 停水 reports on 荷光路 over 90 minutes (different houses, different wording).
   for (int i = 0; i < 9; ++i) {
-    orders.push_back(Order("W" + std::to_string(i), "water_outage", i % 2 ? "天河区" : "",
-                           (i % 2 ? "" : "天河区") + std::string("荷光路") + std::to_string(2 * i) +
-                               "号",
-                           Dec1() + minutes(10 * i)));
+    orders.push_back(
+        Order("W" + std::to_string(i), "water_outage", i % 2 ? "天河区" : "",
+              (i % 2 ? "" : "天河区") + std::string("荷光路") + std::to_string(2 * i) + "号",
+              Dec1() + minutes(10 * i)));
   }
   // Around them: another street, another problem, and one too old for the window.
   orders.push_back(Order("X1", "water_outage", "天河区", "中山大道1号", Dec1()));
