@@ -195,6 +195,7 @@ class DialogServiceImpl final : public DialogService {
     u.reference_time = call.reference_time;
     u.deadline = call.deadline;
     u.cancelled = call.cancelled;
+    u.priority = serving::Priority::kInteractive;  // a caller waits on the line
     u.request_id = call.call_id;
     u.trace_id = call.trace_id;
     auto shared = std::make_shared<ConverseCall>(std::move(call));

@@ -8,17 +8,25 @@ namespace hotline::serving {
 namespace {
 
 double Seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+std::string Ms(Duration d) {
+  return std::to_string(std::max<long long>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count()));
+}
 
 }  // namespace
 
 Batcher::Batcher(std::string model_name, ServableModel* model, BatchingOptions options,
                  int instances, ServingMetrics* metrics)
-    : model_name_(std::move(model_name)), model_(model), options_(options), metrics_(metrics) {
+    : model_name_(std::move(model_name)),
+      model_(model),
+      options_(options),
+      instances_(std::max(1, instances)),
+      metrics_(metrics) {
   if (metrics_) {
     queue_depth_gauge_ = &metrics_->queue_depth.WithLabels({model_name_});
     in_flight_gauge_ = &metrics_->in_flight.WithLabels({model_name_});
   }
-  for (int i = 0; i < std::max(1, instances); ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < instances_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 Batcher::~Batcher() { Stop(); }
@@ -34,17 +42,76 @@ Status Batcher::Enqueue(std::vector<WorkItem> items) {
     if (stopping_) {
       return Status(Code::kUnavailable, "model " + model_name_ + " is shutting down; retry");
     }
-    if (queue_.size() + items.size() > size_t(options_.max_queue_size)) {
-      return Status(Code::kResourceExhausted,
-                    "model " + model_name_ + " queue is full (" + std::to_string(queue_.size()) +
-                        " of " + std::to_string(options_.max_queue_size) +
-                        " queued); retry later or lower the request rate");
-    }
+    if (Status st = Admit(items, now); !st.ok()) return st;
     for (WorkItem& item : items) queue_.push_back(std::move(item));
     if (queue_depth_gauge_) queue_depth_gauge_->Set(double(queue_.size()));
   }
   work_cv_.notify_one();
   return Status::Ok();
+}
+
+Status Batcher::Admit(const std::vector<WorkItem>& items, TimePoint now) const {
+  if (queue_.size() + items.size() > size_t(options_.max_queue_size)) {
+    return Status(Code::kResourceExhausted,
+                  "model " + model_name_ + " queue is full (" + std::to_string(queue_.size()) +
+                      " of " + std::to_string(options_.max_queue_size) +
+                      " queued); retry later or lower the request rate");
+  }
+  long own_tokens = 0;
+  TimePoint deadline = TimePoint::max();
+  for (const WorkItem& item : items) {
+    own_tokens += item.tokens;
+    deadline = std::min(deadline, item.deadline);
+  }
+  if (deadline <= now) {
+    return Status(Code::kDeadlineExceeded,
+                  "the deadline passed before the request reached model " + model_name_);
+  }
+  if (items.empty() || !cost_.known()) return Status::Ok();
+  const Priority priority = items.front().priority;
+  // The work that runs before these items: queued items of their class and above.
+  long ahead_tokens = 0, ahead = 0;
+  for (const WorkItem& w : queue_) {
+    if (w.priority <= priority) ahead_tokens += w.tokens, ++ahead;
+  }
+  const bool idle = int(busy_until_.size()) < instances_;
+  if (ahead == 0 && Probe(now)) return Status::Ok();  // its execution refreshes the cost
+  Duration busy = Duration::zero();
+  if (!idle) {
+    busy = std::max(Duration::zero(),
+                    *std::min_element(busy_until_.begin(), busy_until_.end()) - now);
+  }
+  const long batch = std::max(1, options_.max_batch_size);
+  const Duration wait =
+      busy + cost_.Estimate(ahead_tokens, (ahead + batch - 1) / batch) / instances_;
+  if (options_.max_queue_wait > Duration::zero() && wait > options_.max_queue_wait) {
+    return Status(Code::kResourceExhausted,
+                  "model " + model_name_ + " has about " + Ms(wait) +
+                      " ms of work queued, over its max_queue_wait_ms of " +
+                      Ms(options_.max_queue_wait) + "; retry later or lower the request rate");
+  }
+  if (deadline == TimePoint::max()) return Status::Ok();
+  const long n = long(items.size());
+  const Duration alone = cost_.Estimate(own_tokens, (n + batch - 1) / batch);
+  if (deadline - now < alone) {
+    return Status(Code::kDeadlineExceeded,
+                  "the deadline leaves " + Ms(deadline - now) + " ms, and model " + model_name_ +
+                      " needs about " + Ms(alone) + " ms to run this request; give it more time");
+  }
+  const Duration finish =
+      busy + cost_.Estimate(ahead_tokens + own_tokens, (ahead + n + batch - 1) / batch) / instances_;
+  if (deadline - now < finish) {
+    return Status(Code::kResourceExhausted,
+                  "model " + model_name_ + " would answer in about " + Ms(finish) +
+                      " ms, after the request's deadline (" + Ms(deadline - now) +
+                      " ms); retry later or lower the request rate");
+  }
+  return Status::Ok();
+}
+
+CostModel Batcher::cost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cost_;
 }
 
 void Batcher::Stop() {
@@ -59,6 +126,14 @@ void Batcher::Stop() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   workers_.clear();
+}
+
+void Batcher::Flush() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    flushing_ = true;
+  }
+  work_cv_.notify_all();
 }
 
 bool Batcher::idle() const {
@@ -86,24 +161,36 @@ void Batcher::WorkerLoop() {
       continue;
     }
     snapshot.clear();
-    for (const WorkItem& w : queue_) snapshot.push_back({w.enqueued, w.deadline, w.tokens});
+    for (const WorkItem& w : queue_) {
+      snapshot.push_back({w.enqueued, w.deadline, w.tokens, w.priority});
+    }
     BatchingOptions opts = options_;
-    if (stopping_) opts.max_queue_delay = Duration::zero();  // drain: nothing more will come
-    const BatchDecision d = DecideBatch(opts, snapshot, Clock::now());
-    if (d.run.empty() && d.expired.empty()) {
+    // Draining: nothing more will come.
+    if (stopping_ || flushing_) opts.max_queue_delay = Duration::zero();
+    const TimePoint now = Clock::now();
+    const BatchDecision d = DecideBatch(opts, snapshot, now, &cost_, Probe(now));
+    if (d.run.empty() && d.expired.empty() && d.doomed.empty()) {
       work_cv_.wait_until(lock, d.wake_at);
       continue;
     }
     // Move the chosen items out; indices are ascending, so erase from the back.
-    std::vector<WorkItem> expired, batch;
+    std::vector<WorkItem> expired, doomed, batch;
     std::vector<size_t> take;
+    int batch_tokens = 0;
     for (size_t i : d.expired) expired.push_back(std::move(queue_[i]));
-    for (size_t i : d.run) batch.push_back(std::move(queue_[i]));
+    for (size_t i : d.doomed) doomed.push_back(std::move(queue_[i]));
+    for (size_t i : d.run) {
+      batch_tokens += queue_[i].tokens;
+      batch.push_back(std::move(queue_[i]));
+    }
     take.insert(take.end(), d.expired.begin(), d.expired.end());
+    take.insert(take.end(), d.doomed.begin(), d.doomed.end());
     take.insert(take.end(), d.run.begin(), d.run.end());
     std::sort(take.rbegin(), take.rend());
     for (size_t i : take) queue_.erase(queue_.begin() + std::ptrdiff_t(i));
     in_flight_ += int(batch.size());
+    const TimePoint busy_until = now + cost_.Estimate(batch_tokens);
+    if (!batch.empty()) busy_until_.push_back(busy_until);
     if (queue_depth_gauge_) queue_depth_gauge_->Set(double(queue_.size()));
     if (in_flight_gauge_) in_flight_gauge_->Set(double(in_flight_));
     const bool more = !queue_.empty();
@@ -118,8 +205,22 @@ void Batcher::WorkerLoop() {
       r.queue_seconds = Seconds(Clock::now() - item.enqueued);
       Answer(item, std::move(r));
     }
+    for (WorkItem& item : doomed) {
+      ItemResult r;
+      r.status = Status(Code::kDeadlineExceeded,
+                        "the deadline would pass before model " + model_name_ +
+                            " could run the request (" + Ms(item.deadline - Clock::now()) +
+                            " ms left after " + Ms(Clock::now() - item.enqueued) +
+                            " ms in the queue); not run");
+      r.queue_seconds = Seconds(Clock::now() - item.enqueued);
+      Answer(item, std::move(r));
+    }
     if (!batch.empty()) Execute(batch);
     lock.lock();
+    if (!batch.empty()) {
+      busy_until_.erase(std::find(busy_until_.begin(), busy_until_.end(), busy_until));
+      last_run_end_ = Clock::now();
+    }
     in_flight_ -= int(batch.size());
     if (in_flight_gauge_) in_flight_gauge_->Set(double(in_flight_));
   }
@@ -179,6 +280,10 @@ void Batcher::Execute(std::vector<WorkItem>& batch) {
     const double compute = Seconds(t1 - t0);
     executions_.fetch_add(1);
     inferences_.fetch_add(texts.size());
+    if (status.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cost_.Observe(tokens, compute);
+    }
     if (metrics_) {
       metrics_->executions.WithLabels({model_name_}).Inc();
       metrics_->inferences.WithLabels({model_name_}).Inc(double(texts.size()));

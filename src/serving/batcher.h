@@ -1,6 +1,8 @@
 // The threaded plumbing around DecideBatch(): one bounded queue per model version and
 // `instances` worker threads, each of which takes the batch the policy chooses and executes it on
 // the model. Every admitted item's `done` is called exactly once, from a worker thread.
+// Admission is deadline-aware: each execution's time feeds a CostModel, and Enqueue() refuses at
+// once what the queue ahead (in the item's priority class and above) cannot finish in time.
 #pragma once
 
 #include <atomic>
@@ -30,7 +32,8 @@ struct ItemResult {
 
 struct WorkItem {
   std::string text;
-  int tokens = 1;  // EstimateTokens(text); Enqueue() fills it when 0
+  int tokens = 0;  // EstimateTokens(text); Enqueue() fills it when 0
+  Priority priority = Priority::kBulk;
   TimePoint enqueued{};
   TimePoint deadline = TimePoint::max();
   // Unset: the execution's wall-clock time. Items with different explicit reference times run in
@@ -49,37 +52,58 @@ class Batcher {
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // Admits all items or none: RESOURCE_EXHAUSTED when the queue lacks room for them, UNAVAILABLE
-  // after Stop(). On refusal no `done` is called. Sets `enqueued` to now.
+  // Admits all items or none; on refusal no `done` is called. Sets `enqueued` to now. Refusals:
+  //  UNAVAILABLE after Stop();
+  //  RESOURCE_EXHAUSTED when the queue lacks room (max_queue_size), when the estimated wait for
+  //    the work ahead exceeds max_queue_wait, or when the items would finish after their
+  //    deadline because of the work ahead;
+  //  DEADLINE_EXCEEDED when the deadline is shorter than the estimated run of the items alone.
+  // The estimates need one execution. Items whose deadline has passed are always refused. When
+  // nothing is queued ahead, nothing executes and nothing has run for a second, items are
+  // admitted whatever the estimate (a probe: a stale estimate that refuses everything would
+  // otherwise never be corrected).
   Status Enqueue(std::vector<WorkItem> items);
 
   // Stops admission, executes everything already queued (ignoring max_queue_delay), joins the
   // workers. Idempotent. Must not be called from a `done` callback.
   void Stop();
 
+  // From now on batches run without waiting to fill (max_queue_delay 0); admission goes on.
+  void Flush();
+
   bool idle() const;       // nothing queued or executing
   bool accepting() const;  // false once Stop() has begun
   size_t queue_depth() const;
   uint64_t executions() const { return executions_.load(); }
   uint64_t inferences() const { return inferences_.load(); }
+  CostModel cost() const;  // a copy of the current estimate
 
  private:
   void WorkerLoop();
   void Execute(std::vector<WorkItem>& batch);
   void Answer(WorkItem& item, ItemResult r);
+  Status Admit(const std::vector<WorkItem>& items, TimePoint now) const;  // under mu_
 
   const std::string model_name_;
   ServableModel* const model_;
   const BatchingOptions options_;
+  const int instances_;
   ServingMetrics* const metrics_;
   Gauge* queue_depth_gauge_ = nullptr;
   Gauge* in_flight_gauge_ = nullptr;
 
-  mutable std::mutex mu_;            // guards queue_, in_flight_, stopping_
+  mutable std::mutex mu_;  // guards queue_, in_flight_, stopping_, cost_, busy_until_
   std::condition_variable work_cv_;  // signalled on admission and on Stop()
   std::deque<WorkItem> queue_;
   int in_flight_ = 0;
+  CostModel cost_;
+  std::vector<TimePoint> busy_until_;  // per executing batch: its start + its estimated run
+  TimePoint last_run_end_{};           // when the last execution ended
+  bool Probe(TimePoint now) const {    // under mu_
+    return busy_until_.empty() && now - last_run_end_ >= std::chrono::seconds(1);
+  }
   bool stopping_ = false;
+  bool flushing_ = false;
   std::vector<std::thread> workers_;
   std::atomic<uint64_t> executions_{0}, inferences_{0};
 };

@@ -58,9 +58,16 @@ ModelSpec ModelSpec::Load(const std::string& dir) {
     o.max_queue_delay =
         std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(delay_ms));
     o.max_queue_size = Get<int>(b, "max_queue_size", o.max_queue_size, file);
-    if (o.max_batch_size < 1 || o.max_batch_tokens < 1 || o.max_queue_size < 1 || delay_ms < 0) {
-      throw Error(file + ": batching sizes must be >= 1 and max_queue_delay_ms >= 0");
+    const double wait_ms =
+        Get<double>(b, "max_queue_wait_ms",
+                    std::chrono::duration<double, std::milli>(o.max_queue_wait).count(), file);
+    if (o.max_batch_size < 1 || o.max_batch_tokens < 1 || o.max_queue_size < 1 || delay_ms < 0 ||
+        !(wait_ms >= 0) || wait_ms > 3600e3) {
+      throw Error(file + ": batching sizes must be >= 1, max_queue_delay_ms >= 0 and "
+                         "max_queue_wait_ms 0..3600000");
     }
+    o.max_queue_wait =
+        std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(wait_ms));
   }
   spec.instances = Get<int>(root, "instances", 1, file);
   if (spec.instances < 1 || spec.instances > 64) {

@@ -17,7 +17,8 @@ namespace hotline::serving {
 
 // A model folder's serving settings: model.yaml's name and version plus its optional keys
 //   business_lines: [id, ...]       business lines this model answers (requests may name one)
-//   batching: {max_batch_size, max_batch_tokens, max_queue_delay_ms, max_queue_size}
+//   batching: {max_batch_size, max_batch_tokens, max_queue_delay_ms, max_queue_size,
+//              max_queue_wait_ms (0: no bound in time)}
 //   instances: N                     execution contexts (threads on CPU)
 //   warmup: true|false               run every profile bucket before reporting ready
 //   memory_mb: M                     memory estimate used before the model is loaded

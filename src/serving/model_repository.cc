@@ -330,4 +330,11 @@ void ModelRepository::StopAll() {
   }
 }
 
+void ModelRepository::FlushAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [name, slot] : slots_) {
+    if (slot.current) slot.current->batcher().Flush();
+  }
+}
+
 }  // namespace hotline::serving

@@ -92,6 +92,8 @@ class ModelRepository {
   bool ready() const;
   // Graceful shutdown: unloads everything, answering queued requests first.
   void StopAll();
+  // Shutdown's first step: every batcher runs what it holds without waiting to fill batches.
+  void FlushAll();
 
  private:
   struct Slot {

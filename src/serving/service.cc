@@ -123,7 +123,11 @@ void Service::Finish(const UnderstandCall& call, const std::string& model, Under
           .Inc(double(std::max<size_t>(1, call.texts.size())));
     }
   }
-  if (logger_ && options_.log_requests) {
+  const bool shed = reply.status.code() == Code::kResourceExhausted ||
+                    reply.status.code() == Code::kUnavailable;
+  if (shed) {
+    LogShed(model, reply.status);
+  } else if (logger_ && options_.log_requests) {
     nlohmann::json f = {
         {"request_id", RedactPii(call.request_id)}, {"model", model},
         {"version", reply.model_version},           {"texts", call.texts.size()},
@@ -139,6 +143,24 @@ void Service::Finish(const UnderstandCall& call, const std::string& model, Under
     }
   }
   done(std::move(reply));
+}
+
+void Service::LogShed(const std::string& model, const Status& status) {
+  if (!logger_) return;
+  uint64_t count = 0;
+  {
+    std::lock_guard<std::mutex> lock(shed_mu_);
+    ++shed_unlogged_;
+    const TimePoint now = Clock::now();
+    if (now - shed_logged_ < std::chrono::seconds(1)) return;
+    shed_logged_ = now;
+    count = shed_unlogged_;
+    shed_unlogged_ = 0;
+  }
+  logger_->Warn("shed", {{"calls", count},
+                         {"model", model},
+                         {"code", CodeName(status.code())},
+                         {"example", RedactPii(status.message())}});
 }
 
 void Service::Understand(UnderstandCall call, std::function<void(UnderstandReply)> done) {
@@ -197,6 +219,7 @@ void Service::Understand(UnderstandCall call, std::function<void(UnderstandReply
     WorkItem w;
     w.text = std::move(call.texts[i]);
     w.deadline = deadline;
+    w.priority = call.priority;
     w.reference_time = call.reference_time;
     w.cancelled = call.cancelled;
     w.done = [this, join, shared_call, name, start, i](ItemResult r) {

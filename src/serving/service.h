@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ struct UnderstandCall {
   std::optional<std::chrono::system_clock::time_point> reference_time;
   TimePoint deadline = TimePoint::max();
   std::function<bool()> cancelled;  // optional
+  Priority priority = Priority::kBulk;  // dialog turns: kInteractive (batched first)
 };
 
 struct UnderstandReply {
@@ -68,8 +70,13 @@ class Service {
   Status Start(const std::vector<std::string>& models);
   bool live() const { return true; }
   bool ready() const { return started_.load() && !draining_.load() && repository_->ready(); }
-  // Graceful shutdown, step 1: refuse new calls with UNAVAILABLE (readiness goes false).
-  void BeginShutdown() { draining_.store(true); }
+  // Graceful shutdown, step 1: refuse new calls with UNAVAILABLE (readiness goes false) and run
+  // what is queued without waiting to fill batches.
+  void BeginShutdown() {
+    draining_.store(true);
+    repository_->FlushAll();
+  }
+  bool draining() const { return draining_.load(); }
   // Step 2: answer everything queued, then unload.
   void FinishShutdown() { repository_->StopAll(); }
 
@@ -78,12 +85,18 @@ class Service {
   Status Validate(const UnderstandCall& call) const;
   void Finish(const UnderstandCall& call, const std::string& model, UnderstandReply reply,
               TimePoint start, std::function<void(UnderstandReply)>& done);
+  // Shed calls (refused for load or shutdown) are counted, not logged one line each: at most one
+  // "shed" line a second with the count since the last one.
+  void LogShed(const std::string& model, const Status& status);
 
   const ServiceOptions options_;
   ModelRepository* const repository_;
   ServingMetrics* const metrics_;
   Logger* const logger_;
   std::atomic<bool> started_{false}, draining_{false};
+  std::mutex shed_mu_;
+  TimePoint shed_logged_{};
+  uint64_t shed_unlogged_ = 0;
 };
 
 }  // namespace hotline::serving

@@ -141,5 +141,100 @@ TEST(BatchPolicy, SimulationAnswersEveryRequestOnceInOrder) {
   for (int i = 0; i < 30; ++i) EXPECT_EQ(answered[i], i);
 }
 
+// A cost model fed exact costs (2 ms fixed + 0.1 ms per token) recovers both parts.
+CostModel Exact(double fixed_ms, double per_token_ms) {
+  CostModel c;
+  for (int tokens : {10, 40, 100, 20, 80, 60, 30})
+    c.Observe(tokens, (fixed_ms + per_token_ms * tokens) / 1000);
+  return c;
+}
+
+TEST(CostModel, FitsFixedAndPerTokenParts) {
+  CostModel c;
+  EXPECT_FALSE(c.known());
+  EXPECT_EQ(c.Estimate(100), Duration::zero());
+  c = Exact(2, 0.1);
+  ASSERT_TRUE(c.known());
+  EXPECT_NEAR(c.fixed_seconds(), 0.002, 1e-9);
+  EXPECT_NEAR(c.per_token_seconds(), 0.0001, 1e-12);
+  // Two executions of 150 tokens in all: 2 × 2 ms + 15 ms.
+  using Ms = std::chrono::duration<double, std::milli>;
+  EXPECT_NEAR(Ms(c.Estimate(150, 2)).count(), 19, 1e-6);
+}
+
+TEST(CostModel, OneBatchSizeIsCostPerTokenAndRecentExecutionsCountMost) {
+  CostModel c;
+  for (int i = 0; i < 5; ++i) c.Observe(50, 0.010);  // one size: 0.2 ms per token, no fixed part
+  EXPECT_NEAR(c.per_token_seconds(), 0.0002, 1e-12);
+  EXPECT_EQ(c.fixed_seconds(), 0);
+  // The machine becomes 3x slower: after 40 executions the estimate follows (decay 0.9).
+  for (int i = 0; i < 40; ++i) c.Observe(50, 0.030);
+  EXPECT_NEAR(c.per_token_seconds(), 0.0006, 0.00001);
+  // Nonsense observations are ignored.
+  c.Observe(0, 1.0);
+  c.Observe(10, -1.0);
+  EXPECT_NEAR(c.per_token_seconds(), 0.0006, 0.00001);
+}
+
+QueuedItem Prio(int enqueued_ms, Priority p, int tokens = 10) {
+  QueuedItem q = Item(enqueued_ms, tokens);
+  q.priority = p;
+  return q;
+}
+
+TEST(BatchPolicy, InteractiveRunsBeforeBulk) {
+  // Three bulk requests queued first, then two dialog turns: with room for three, both turns
+  // run, then the oldest bulk one.
+  std::vector<QueuedItem> q = {Prio(0, Priority::kBulk), Prio(1, Priority::kBulk),
+                               Prio(2, Priority::kBulk), Prio(3, Priority::kInteractive),
+                               Prio(4, Priority::kInteractive)};
+  BatchDecision d = DecideBatch(Opts(3, 1000, 0), q, T0 + milliseconds(5));
+  EXPECT_EQ(d.run, (Idx{3, 4, 0}));
+}
+
+TEST(BatchPolicy, DoomedRequestsAreNotRun) {
+  const CostModel c = Exact(2, 0.1);  // 100 tokens: 12 ms
+  // Item 1 has 10 ms left but needs ~12 ms even alone; item 0 has no deadline.
+  std::vector<QueuedItem> q = {Item(0, 100), Item(0, 100, 20)};
+  BatchDecision d = DecideBatch(Opts(8, 1000, 0), q, T0 + milliseconds(10), &c);
+  EXPECT_EQ(d.doomed, (Idx{1}));
+  EXPECT_TRUE(d.expired.empty());
+  EXPECT_EQ(d.run, (Idx{0}));
+  // Without a cost estimate, or while nothing executes (a probe), it runs.
+  d = DecideBatch(Opts(8, 1000, 0), q, T0 + milliseconds(10));
+  EXPECT_EQ(d.run, (Idx{0, 1}));
+  // A probe keeps it (not doomed); it runs once it is alone, as it would miss item 0's batch.
+  d = DecideBatch(Opts(8, 1000, 0), q, T0 + milliseconds(10), &c, /*probe=*/true);
+  EXPECT_TRUE(d.doomed.empty());
+  EXPECT_EQ(d.run, (Idx{0}));
+  d = DecideBatch(Opts(8, 1000, 0), std::vector<QueuedItem>{q[1]}, T0 + milliseconds(10), &c,
+                  /*probe=*/true);
+  EXPECT_EQ(d.run, (Idx{0}));
+}
+
+TEST(BatchPolicy, BatchStopsWhereItWouldMissAMembersDeadline) {
+  const CostModel c = Exact(2, 0.1);
+  // Each item alone: 12 ms. Item 0 must end by t=20 (20 ms left): with item 1 the batch takes
+  // 22 ms, so item 1 waits for the next batch, and the batch is full (runs now).
+  std::vector<QueuedItem> q = {Item(0, 100, 20), Item(0, 100)};
+  BatchDecision d = DecideBatch(Opts(8, 1000, 50), q, T0, &c);
+  EXPECT_TRUE(d.doomed.empty());
+  EXPECT_EQ(d.run, (Idx{0}));
+  // With 30 ms left both fit (22 ms), and the batch waits for the delay.
+  q[0].deadline = T0 + milliseconds(100);
+  d = DecideBatch(Opts(8, 1000, 50), q, T0, &c);
+  EXPECT_TRUE(d.run.empty());
+  EXPECT_EQ(d.wake_at, T0 + milliseconds(50));
+}
+
+TEST(BatchPolicy, UrgencyCountsTheEstimatedRun) {
+  const CostModel c = Exact(2, 0.1);  // two of 100 tokens: 22 ms
+  // 30 ms left, delay 10 ms: without the run time there is time to wait; with it (30 - 22 = 8
+  // ms <= 10) there is not.
+  std::vector<QueuedItem> q = {Item(0, 100, 30), Item(0, 100, 200)};
+  EXPECT_TRUE(DecideBatch(Opts(8, 1000, 10), q, T0).run.empty());
+  EXPECT_EQ(DecideBatch(Opts(8, 1000, 10), q, T0, &c).run, (Idx{0, 1}));
+}
+
 }  // namespace
 }  // namespace hotline::serving

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <memory>
+#include <thread>
 
 #include "fake_model.h"
 
@@ -102,9 +104,11 @@ TEST(Batcher, ExpiredRequestsGetDeadlineExceededWithoutCompute) {
   ASSERT_TRUE(b.Enqueue({c.Item("x")}).ok());
   model.WaitRunning(1);
   WorkItem late = c.Item("late");
-  late.deadline = Clock::now();  // passes before the instance is free
+  late.deadline = Clock::now() + std::chrono::milliseconds(30);  // passes while it is queued
   WorkItem fine = c.Item("fine");
-  ASSERT_TRUE(b.Enqueue({std::move(late), std::move(fine)}).ok());
+  ASSERT_TRUE(b.Enqueue({std::move(late)}).ok());
+  ASSERT_TRUE(b.Enqueue({std::move(fine)}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
   model.Open();
   c.Wait(3);
   EXPECT_EQ(c.results["late"].status.code(), Code::kDeadlineExceeded);
@@ -194,6 +198,139 @@ TEST(Batcher, StopAnswersEverythingQueuedThenRefuses) {
   EXPECT_EQ(c.results.size(), 3u);
   EXPECT_TRUE(c.results["a"].status.ok());
   EXPECT_TRUE(c.results["bb"].status.ok());
+}
+
+// Deadline-aware admission. The model sleeps 1 ms per token, and a text of 18 characters is 20
+// tokens: each execution of one text costs ~20 ms, which the batcher learns from a first run.
+// The bounds below hold for any machine at least as fast as that sleep (estimates only grow on a
+// slower one, making refusals more likely, which the assertions allow for where it matters).
+struct CostedBatcher {
+  FakeModel model;
+  Collector c;
+  std::unique_ptr<Batcher> b;
+  explicit CostedBatcher(Duration max_wait, int max_batch = 1) {
+    model.set_seconds_per_token(0.001);
+    BatchingOptions o = Opts(max_batch, 1000);
+    o.max_queue_wait = max_wait;
+    b = std::make_unique<Batcher>("m", &model, o, 1, nullptr);
+    EXPECT_TRUE(b->Enqueue({c.Item("learn" + std::string(13, 'x'))}).ok());
+    c.Wait(1);
+    EXPECT_TRUE(b->cost().known());
+    EXPECT_GE(b->cost().Estimate(20), std::chrono::milliseconds(19));
+    // The only instance is held from here on, so nothing queued runs until the test opens it.
+    model.Close();
+    EXPECT_TRUE(b->Enqueue({c.Item("hold" + std::string(14, 'x'))}).ok());
+    model.WaitRunning(1);
+  }
+  static std::string Text(int i) {  // 18 characters: 20 tokens
+    std::string t = std::to_string(i);
+    return t + std::string(18 - t.size(), 'y');
+  }
+};
+
+TEST(Batcher, PassedDeadlineIsRefusedAtAdmission) {
+  FakeModel model;
+  Batcher b("m", &model, Opts(8, 100), 1, nullptr);
+  Collector c;
+  WorkItem late = c.Item("late");
+  late.deadline = Clock::now();
+  const Status st = b.Enqueue({std::move(late), c.Item("with it")});
+  EXPECT_EQ(st.code(), Code::kDeadlineExceeded) << st.ToString();
+  EXPECT_EQ(b.queue_depth(), 0u);  // all or nothing
+  EXPECT_TRUE(model.batch_sizes().empty());
+}
+
+TEST(Batcher, TokensAreEstimatedFromTheText) {
+  FakeModel model;
+  MetricsRegistry registry;
+  ServingMetrics metrics(registry);
+  Batcher b("m", &model, Opts(8, 100), 1, &metrics);
+  Collector c;
+  model.Close();
+  ASSERT_TRUE(b.Enqueue({c.Item("x")}).ok());
+  model.WaitRunning(1);
+  ASSERT_TRUE(b.Enqueue({c.Item("你好吗"), c.Item("abcdef")}).ok());
+  model.Open();
+  c.Wait(3);
+  // (1 + 2) + (3 + 2) + (6 + 2): code points plus [CLS] and [SEP], in two executions.
+  EXPECT_EQ(metrics.batch_tokens.WithLabels({"m"}).sum(), 16);
+  EXPECT_EQ(metrics.batch_tokens.WithLabels({"m"}).count(), 2u);
+}
+
+TEST(Batcher, DeadlineShorterThanTheRunIsRefusedAtOnceWithoutRunning) {
+  CostedBatcher t(std::chrono::seconds(10));
+  WorkItem w = t.c.Item(CostedBatcher::Text(1));
+  w.deadline = Clock::now() + std::chrono::milliseconds(5);  // a run takes ~20 ms
+  const Status st = t.b->Enqueue({std::move(w)});
+  EXPECT_EQ(st.code(), Code::kDeadlineExceeded) << st.ToString();
+  EXPECT_NE(st.message().find("needs about"), std::string::npos) << st.message();
+  EXPECT_EQ(t.b->queue_depth(), 0u);
+  t.model.Open();
+  t.c.Wait(2);
+  EXPECT_EQ(t.c.results.count(CostedBatcher::Text(1)), 0u);  // no answer: refused, never queued
+  EXPECT_EQ(t.model.batch_sizes().size(), 2u);               // the learning and holding runs
+}
+
+TEST(Batcher, WorkAheadPastTheDeadlineIsResourceExhausted) {
+  CostedBatcher t(std::chrono::seconds(10));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(t.b->Enqueue({t.c.Item(CostedBatcher::Text(i))}).ok());
+  // 10 runs of ~20 ms are ahead: 100 ms is enough for this text alone, not behind them.
+  WorkItem w = t.c.Item("late" + std::string(14, 'z'));
+  w.deadline = Clock::now() + std::chrono::milliseconds(100);
+  const Status st = t.b->Enqueue({std::move(w)});
+  EXPECT_EQ(st.code(), Code::kResourceExhausted) << st.ToString();
+  EXPECT_NE(st.message().find("after the request's deadline"), std::string::npos) << st.message();
+  // Without a deadline it is admitted (10 s of queue allowed).
+  ASSERT_TRUE(t.b->Enqueue({t.c.Item("patient" + std::string(11, 'z'))}).ok());
+  t.model.Open();
+  t.c.Wait(13);
+  EXPECT_EQ(t.c.results.count("late" + std::string(14, 'z')), 0u);
+}
+
+TEST(Batcher, QueueIsBoundedInTime) {
+  CostedBatcher t(std::chrono::milliseconds(100));
+  int admitted = 0;
+  Status refused;
+  for (int i = 0; i < 200 && refused.ok(); ++i) {
+    refused = t.b->Enqueue({t.c.Item(CostedBatcher::Text(i))});
+    if (refused.ok()) ++admitted;
+  }
+  // ~20 ms each: about 5 fit in 100 ms of queue, far below max_queue_size (1000).
+  EXPECT_EQ(refused.code(), Code::kResourceExhausted) << refused.ToString();
+  EXPECT_NE(refused.message().find("max_queue_wait_ms"), std::string::npos) << refused.message();
+  EXPECT_GE(admitted, 1);
+  EXPECT_LE(admitted, 10);
+  t.model.Open();
+  t.c.Wait(size_t(admitted) + 2);
+}
+
+TEST(Batcher, DialogTurnsAreAdmittedPastBulkWorkAndRunFirst) {
+  CostedBatcher t(std::chrono::milliseconds(100));
+  int bulk = 0;
+  while (t.b->Enqueue({t.c.Item(CostedBatcher::Text(bulk))}).ok()) ++bulk;
+  ASSERT_GE(bulk, 1);
+  // Bulk is full in time; a dialog turn counts only interactive work ahead, so it is admitted.
+  WorkItem turn = t.c.Item("turn" + std::string(14, 't'));
+  turn.priority = Priority::kInteractive;
+  ASSERT_TRUE(t.b->Enqueue({std::move(turn)}).ok());
+  t.model.Open();
+  t.c.Wait(size_t(bulk) + 3);
+  const std::vector<std::string> seen = t.model.texts_seen();
+  ASSERT_EQ(seen.size(), size_t(bulk) + 3);
+  EXPECT_EQ(seen[2], "turn" + std::string(14, 't'));  // after the learning and holding runs
+}
+
+TEST(Batcher, ExpiredWhileQueuedIsAnsweredWithoutRunning) {
+  CostedBatcher t(std::chrono::seconds(10));
+  WorkItem w = t.c.Item("soon" + std::string(14, 's'));
+  w.deadline = Clock::now() + std::chrono::milliseconds(300);  // ~20 ms ahead, ~20 ms to run
+  const Status st = t.b->Enqueue({std::move(w)});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // the deadline passes queued
+  t.model.Open();
+  t.c.Wait(3);
+  EXPECT_EQ(t.c.results["soon" + std::string(14, 's')].status.code(), Code::kDeadlineExceeded);
+  EXPECT_EQ(t.model.batch_sizes().size(), 2u);
 }
 
 }  // namespace

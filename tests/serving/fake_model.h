@@ -3,8 +3,10 @@
 // optional gate that holds executions until the test opens it, and injected failures.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,12 @@ class FakeModel : public ServableModel {
       cv_.notify_all();
       cv_.wait(lock, [&] { return open_; });
       --running_;
+      texts_seen_.insert(texts_seen_.end(), texts.begin(), texts.end());
+    }
+    if (seconds_per_token_ > 0) {
+      size_t tokens = 0;
+      for (const std::string& t : texts) tokens += CountCodePoints(t) + 2;
+      std::this_thread::sleep_for(std::chrono::duration<double>(seconds_per_token_ * tokens));
     }
     std::vector<nlu::Understanding> out;
     for (const std::string& t : texts) {
@@ -77,6 +85,14 @@ class FakeModel : public ServableModel {
     std::lock_guard<std::mutex> lock(mu_);
     return batch_sizes_;
   }
+  // Texts in the order the model ran them.
+  std::vector<std::string> texts_seen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return texts_seen_;
+  }
+  // Each execution sleeps this long per token (code points + 2), after the gate: a model with a
+  // cost the batcher can measure. Set before use.
+  void set_seconds_per_token(double s) { seconds_per_token_ = s; }
 
  private:
   int64_t memory_;
@@ -86,6 +102,8 @@ class FakeModel : public ServableModel {
   bool open_ = true;
   int running_ = 0;
   std::vector<int> batch_sizes_;
+  std::vector<std::string> texts_seen_;
+  double seconds_per_token_ = 0;
 };
 
 }  // namespace hotline::serving::testing

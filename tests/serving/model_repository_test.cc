@@ -93,7 +93,8 @@ TEST_F(RepositoryTest, ReadsBatchingSettingsAndRejectsBadOnes) {
   AddModel("a",
            "name: a\nversion: 2\ninstances: 3\nwarmup: false\nmemory_mb: 1.5\n"
            "batching: {max_batch_size: 16, max_batch_tokens: 512, max_queue_delay_ms: 0.5,"
-           " max_queue_size: 99}\n");
+           " max_queue_size: 99, max_queue_wait_ms: 250}\n");
+  AddModel("b0", "name: b0\n");
   ModelSpec s = ModelSpec::Load((root_ / "a").string());
   EXPECT_EQ(s.instances, 3);
   EXPECT_FALSE(s.warmup);
@@ -102,6 +103,9 @@ TEST_F(RepositoryTest, ReadsBatchingSettingsAndRejectsBadOnes) {
   EXPECT_EQ(s.batching.max_batch_tokens, 512);
   EXPECT_EQ(s.batching.max_queue_delay, std::chrono::microseconds(500));
   EXPECT_EQ(s.batching.max_queue_size, 99);
+  EXPECT_EQ(s.batching.max_queue_wait, std::chrono::milliseconds(250));
+  EXPECT_EQ(ModelSpec::Load((root_ / "b0").string()).batching.max_queue_wait,
+            std::chrono::milliseconds(1000));  // the default
   AddModel("b", "name: b\ninstances: many\n");
   try {
     ModelSpec::Load((root_ / "b").string());
@@ -111,6 +115,8 @@ TEST_F(RepositoryTest, ReadsBatchingSettingsAndRejectsBadOnes) {
   }
   AddModel("c", "name: c\nbatching: {max_batch_size: 0}\n");
   EXPECT_THROW(ModelSpec::Load((root_ / "c").string()), Error);
+  AddModel("d", "name: d\nbatching: {max_queue_wait_ms: -1}\n");
+  EXPECT_THROW(ModelSpec::Load((root_ / "d").string()), Error);
 }
 
 TEST_F(RepositoryTest, KindAndHeadsOfClassifierFolders) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "fake_model.h"
 
@@ -148,6 +149,30 @@ TEST_F(ServiceTest, LogsAreJsonAndMaskNumbers) {
   const std::string id = j["request_id"];
   EXPECT_EQ(id.find("13812345678"), std::string::npos) << id;
   EXPECT_EQ(id.rfind("req-", 0), 0u) << id;
+}
+
+TEST_F(ServiceTest, ShedCallsAreCountedNotLoggedEach) {
+  ASSERT_TRUE(Call({"x"}).status.ok());
+  service_->BeginShutdown();
+  for (int i = 0; i < 300; ++i) ASSERT_EQ(Call({"x"}).status.code(), Code::kUnavailable);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_EQ(Call({"x"}).status.code(), Code::kUnavailable);  // a second later: the rest logged
+  std::lock_guard<std::mutex> lock(log_mu_);
+  int shed_lines = 0, understand_lines = 0;
+  int64_t calls = 0;
+  for (const std::string& l : log_lines_) {
+    const auto j = nlohmann::json::parse(l);
+    if (j["event"] == "understand") ++understand_lines;
+    if (j["event"] != "shed") continue;
+    ++shed_lines;
+    calls += j["calls"].get<int64_t>();
+    EXPECT_EQ(j["code"], "UNAVAILABLE");
+  }
+  EXPECT_EQ(understand_lines, 1);  // the call before the shutdown only
+  EXPECT_EQ(calls, 301);           // every shed call counted in some line
+  EXPECT_GE(shed_lines, 2);
+  EXPECT_LE(shed_lines, 5);  // one a second at most (the loop takes well under 3 s)
+  EXPECT_EQ(metrics_.requests.WithLabels({"-", "", "UNAVAILABLE"}).value(), 301);
 }
 
 }  // namespace
