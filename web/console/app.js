@@ -81,7 +81,7 @@ function addTurn(t) {
       `NLU ${intentName(t.nlu.intent)} (${t.nlu.intent || '—'}, ${(t.nlu.confidence * 100).toFixed(0)}%)`,
       ` · dialog ${t.action} · ${intentName(t.intent)}${t.department ? ' → ' + t.department : ''}`,
       slots ? ` · ${slots}` : ''),
-    el('div', {}, '🤖 ', t.reply, ' ', badges)));
+    el('div', {}, '↳ ', t.reply, ' ', badges)));
   card.querySelector('.status').textContent = t.done ? 'done' : 'in call';
 }
 
@@ -340,7 +340,7 @@ function handleEvent(block) {
     renderHotspots(d.hotspots);
   } else if (name === 'turn') {
     addTurn(d);
-    if (d.work_order_id) refresh(loadOrders);
+    if (d.work_order_id) { refresh(loadOrders); throttled('trends', loadTrends, 2000); }
   } else if (name === 'end') {
     endCall(d);
   } else if (name === 'hotspots') {
@@ -350,6 +350,14 @@ function handleEvent(block) {
 }
 
 function refresh(fn) { fn().then(() => showError(null), showError); }
+
+// Runs fn at most once per `ms` (a burst of new orders redraws the chart once).
+const pending = new Set();
+function throttled(name, fn, ms) {
+  if (pending.has(name)) return;
+  pending.add(name);
+  setTimeout(() => { pending.delete(name); refresh(fn); }, ms);
+}
 
 async function main() {
   $('#token-form').addEventListener('submit', (ev) => {
