@@ -269,10 +269,7 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
 
   void Install(httplib::Server& server) {
     auto self = shared_from_this();
-    server.Get("/console", [](const httplib::Request&, httplib::Response& res) {
-      res.set_redirect("/console/");
-    });
-    server.Get(R"(/console/(.*))", [self](const httplib::Request& req, httplib::Response& res) {
+    server.Get(R"(/console/([^/]*))", [self](const httplib::Request& req, httplib::Response& res) {
       self->ServeFile(req.matches[1].str(), res);
     });
     auto route = [self](auto handler) {

@@ -26,11 +26,12 @@ def test_the_document_is_valid_openapi_3():
 
 
 def test_the_document_names_every_route_the_server_installs():
-    src = (ROOT / "src" / "frontends" / "http_frontend.cc").read_text(encoding="utf-8")
+    src = "".join((ROOT / "src" / "frontends" / f).read_text(encoding="utf-8")
+                  for f in ["http_frontend.cc", "console.cc"])
     routes = set()
     for method, raw, plain in re.findall(
             r'server\.(Get|Post|Patch|Put|Delete)\(\s*(?:R"\((.*?)\)"|"([^"]*)")', src):
-        path = (raw or plain).replace("([^/]+)", "{}")
+        path = (raw or plain).replace("([^/]+)", "{}").replace("([^/]*)", "{}")
         routes.add((method.lower(), path))
     documented = set()
     for path, ops in DOC["paths"].items():
@@ -53,7 +54,8 @@ class Checked(DialogServer):
             f"  - {{name: all, key_sha256: {hashlib.sha256(KEY.encode()).hexdigest()}, "
             "roles: [admin]}\n"
             f"  - {{name: weak, key_sha256: {hashlib.sha256(WEAK.encode()).hexdigest()}, "
-            "roles: [understand]}\n")
+            "roles: [understand]}\n"
+            "console: {}\n")
 
     def call(self, method, path, body=None, key=KEY, template=None):
         headers = {"X-API-Key": key} if key else {}
@@ -130,6 +132,20 @@ def test_every_answer_matches_the_document(server):
     assert s.call("get", "/metrics", key=WEAK)[0] == 403
     for probe in ["/healthz", "/readyz", "/v2/health/live", "/v2/health/ready"]:
         assert s.call("get", probe, key=None)[0] == 200
+    # The operators' console (console: in the config): its files and its API.
+    tmpl = "/console/{file}"
+    assert s.call("get", "/console/", template=tmpl)[0] == 200
+    assert s.call("get", "/console/app.js", template=tmpl)[0] == 200
+    assert s.call("get", "/console/nothing.js", template=tmpl)[0] == 404
+    for path in ["session", "hotspots", "health", "trends?bucket=day", "orders?sla=overdue",
+                 "orders?status=in_progress"]:
+        assert s.call("get", f"/v1/console/{path}")[0] == 200
+    assert s.call("get", "/v1/console/trends?bucket=week")[0] == 400
+    assert s.call("get", "/v1/console/events", key=WEAK)[0] == 403
+    tmpl = "/v1/console/orders/{id}"
+    assert s.call("get", f"/v1/console/orders/{order}", template=tmpl)[0] == 200
+    assert s.call("get", "/v1/console/orders/WO20991231-000001", template=tmpl)[0] == 404
+    assert s.call("post", "/v1/console/merge", {"into": order, "from": order})[0] == 400
     documented = {(m, p) for p, ops in DOC["paths"].items() for m in ops
                   if m in ("get", "post", "patch")}
     assert s.seen == documented, sorted(documented - s.seen)
