@@ -4,7 +4,11 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
 
 #include "base/echo.h"
 #include "frontends/convert.h"
@@ -18,6 +22,8 @@ namespace {
 
 void SendError(httplib::Response& res, const Status& s) {
   res.status = HttpStatus(s.code());
+  // Shed load (429) and shutdown (503): the caller may come back, and is told when.
+  if (res.status == 429 || res.status == 503) res.set_header("Retry-After", "1");
   nlohmann::json body = {{"code", CodeName(s.code())}, {"message", s.message()}};
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                   "application/json");
@@ -276,10 +282,17 @@ void HandleUpdateWorkOrder(DialogService& dialog, Security* security, const http
 void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
                        serving::MetricsRegistry& metrics, DialogService* dialog,
                        Security* security) {
-  if (security && security->auth_enabled()) {
-    server.set_pre_routing_handler([security](const httplib::Request& req,
-                                              httplib::Response& res) {
-      if (IsHealthPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+  // While the server drains (SIGTERM), requests other than health checks get 503 with
+  // Retry-After and a closed connection: the ones already running finish.
+  server.set_pre_routing_handler([security, &service](const httplib::Request& req,
+                                                      httplib::Response& res) {
+    if (IsHealthPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    if (service.draining()) {
+      SendError(res, Status(Code::kUnavailable, "the server is shutting down; retry elsewhere"));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (security && security->auth_enabled()) {
       const AuthDecision auth = security->Check(Credential(req), RoleFor(req));
       if (auth.status.ok()) return httplib::Server::HandlerResponse::Unhandled;
       if (auth.status.code() == Code::kUnauthenticated) {
@@ -287,7 +300,25 @@ void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
       }
       SendError(res, auth.status);
       return httplib::Server::HandlerResponse::Handled;
-    });
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Every route's method and pattern, so that a known path with the wrong method is a 405.
+  auto routes = std::make_shared<std::vector<std::pair<std::string, std::regex>>>();
+  for (const auto& [method, pattern] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"POST", "/v1/converse"},
+           {"POST", R"(/v1/calls/([^/]+)/end)"},
+           {"GET", R"(/v1/work-orders/([^/]+))"},
+           {"GET", "/v1/work-orders"},
+           {"PATCH", R"(/v1/work-orders/([^/]+))"},
+           {"POST", "/v1/understand"},
+           {"GET", "/v1/models"},
+           {"GET", "/metrics"},
+           {"GET", "/healthz"},
+           {"GET", "/v2/health/live"},
+           {"GET", "/readyz"},
+           {"GET", "/v2/health/ready"}}) {
+    routes->emplace_back(method, std::regex(pattern));
   }
   server.Post("/v1/converse",
               [dialog, security](const httplib::Request& req, httplib::Response& res) {
@@ -345,9 +376,24 @@ void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
   // httplib's own refusals come with an empty body: a request it cannot read (a POST without
   // Content-Length, e.g. `curl -X POST` with no -d), an unknown route, a wrong method. Give them
   // the same JSON error shape as ours, keeping the status; our handlers' errors already have one.
-  const httplib::Server::HandlerWithResponse fill_empty_error = [](const httplib::Request& req,
+  const httplib::Server::HandlerWithResponse fill_empty_error = [routes](
+                                                                   const httplib::Request& req,
                                                                    httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 404) {
+      // httplib answers 404 for a known path with another method: that is a 405 with Allow.
+      std::string allow;
+      for (const auto& [method, pattern] : *routes) {
+        if (method != req.method && std::regex_match(req.path, pattern) &&
+            allow.find(method) == std::string::npos) {
+          allow += (allow.empty() ? "" : ", ") + method;
+        }
+      }
+      if (!allow.empty()) {
+        res.status = 405;
+        res.set_header("Allow", allow);
+      }
+    }
     std::string message = "HTTP error " + std::to_string(res.status);
     Code code = Code::kUnknown;
     if (res.status == 400) {

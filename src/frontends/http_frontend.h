@@ -17,6 +17,8 @@
 //   GET  /metrics         Prometheus text format (role supervise)
 //   GET  /healthz, /v2/health/live    200 while the process serves
 //   GET  /readyz, /v2/health/ready    200 once the startup models are warm, else 503
+// A known path with another method is 405 with Allow. 429 (shed load) and 503 (shutting down)
+// carry Retry-After; while the server drains, every route but the health checks answers 503.
 #pragma once
 
 namespace httplib {

@@ -15,6 +15,7 @@
 #include "frontends/dialog_service.h"
 #include "frontends/grpc_service.h"
 #include "frontends/http_frontend.h"
+#include "frontends/http_server.h"
 
 namespace hotline::frontends {
 
@@ -135,6 +136,10 @@ ServerConfig ServerConfig::Load(const std::string& path) {
                                       "max_message_bytes",
                                       "default_timeout_ms",
                                       "http_threads",
+                                      "http_max_connections",
+                                      "http_backlog",
+                                      "http_header_timeout_ms",
+                                      "http_body_timeout_ms",
                                       "shutdown_grace_s",
                                       "log_requests",
                                       "precision",
@@ -165,6 +170,17 @@ ServerConfig ServerConfig::Load(const std::string& path) {
   Read(root, "max_message_bytes", &c.max_message_bytes, path);
   Read(root, "default_timeout_ms", &c.default_timeout_ms, path);
   Read(root, "http_threads", &c.http_threads, path);
+  Read(root, "http_max_connections", &c.http_max_connections, path);
+  Read(root, "http_backlog", &c.http_backlog, path);
+  Read(root, "http_header_timeout_ms", &c.http_header_timeout_ms, path);
+  Read(root, "http_body_timeout_ms", &c.http_body_timeout_ms, path);
+  if (c.http_threads < 1 || c.http_max_connections < 1 || c.http_max_connections > 100000 ||
+      c.http_backlog < 1 || !(c.http_header_timeout_ms > 0) || !(c.http_body_timeout_ms > 0) ||
+      c.http_header_timeout_ms > 3600e3 || c.http_body_timeout_ms > 3600e3) {
+    throw Error(path + ": http_threads, http_max_connections (at most 100000) and http_backlog "
+                       "must be >= 1, http_header_timeout_ms and http_body_timeout_ms in "
+                       "(0, 3600000]");
+  }
   Read(root, "shutdown_grace_s", &c.shutdown_grace_s, path);
   Read(root, "log_requests", &c.log_requests, path);
   std::string precision = "fp32", backend = "cpu";
@@ -410,24 +426,35 @@ Status Server::Start() {
 void Server::StartHttp() {
   const TlsConfig& tls = config_.security.tls;
   if (tls.enabled()) {
-    auto https = std::make_unique<httplib::SSLServer>(
+    auto https = std::make_unique<TlsHttpServer>(
         tls.cert.c_str(), tls.key.c_str(), tls.require_client_cert ? tls.ca.c_str() : nullptr);
     if (!https->is_valid()) {
       throw Error("TLS for HTTP: cannot use the certificate " + tls.cert + " and key " + tls.key +
                       (tls.require_client_cert ? " with client CA " + tls.ca : std::string()),
                   Code::kInvalidArgument);
     }
+    // Each connection its own thread, as for plain HTTP (frontends/http_server.h).
+    const size_t min = size_t(std::max(1, config_.http_threads));
+    const size_t max = size_t(config_.http_max_connections);
+    https->new_task_queue = [min, max] { return new ConnectionPool(min, max); };
+    https->set_read_timeout(std::chrono::milliseconds(int64_t(config_.http_header_timeout_ms)));
     http_ = std::move(https);
   } else {
-    http_ = std::make_unique<httplib::Server>();
+    HttpLimits limits;
+    limits.min_threads = config_.http_threads;
+    limits.max_connections = config_.http_max_connections;
+    limits.backlog = config_.http_backlog;
+    limits.header_timeout = std::chrono::milliseconds(int64_t(config_.http_header_timeout_ms));
+    limits.body_timeout = std::chrono::milliseconds(int64_t(config_.http_body_timeout_ms));
+    auto plain = std::make_unique<GuardedHttpServer>(limits);
+    guarded_http_ = plain.get();
+    http_ = std::move(plain);
   }
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port.
   http_->set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<void*>(&yes), sizeof(yes));
   });
-  const int threads = std::max(2, config_.http_threads);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http_->set_payload_max_length(size_t(config_.max_message_bytes));
   http_->set_keep_alive_max_count(1000);
   InstallHttpRoutes(*http_, *service_, registry_, dialog_.get(), security_.get());
@@ -436,6 +463,13 @@ void Server::StartHttp() {
     http_port_ = http_->bind_to_any_port(config_.host);
   } else if (http_->bind_to_port(config_.host, config_.http_port)) {
     http_port_ = config_.http_port;
+  }
+  if (http_port_ > 0) {
+    if (guarded_http_) {
+      guarded_http_->ApplyBacklog();
+    } else {
+      static_cast<TlsHttpServer*>(http_.get())->ApplyBacklog(config_.http_backlog);
+    }
   }
   if (http_port_ <= 0) {
     throw Error("cannot listen for HTTP on " + config_.host + ":" +
@@ -450,9 +484,11 @@ void Server::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (logger_) logger_->Info("shutting_down", {});
-  service_->BeginShutdown();  // readiness false; new calls UNAVAILABLE
+  service_->BeginShutdown();  // readiness false; new calls UNAVAILABLE (HTTP 503)
   SetHealth(false);
   if (console_) console_->Stop();  // its event streams end: they hold no request open
+  const auto grace_end = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(int64_t(config_.shutdown_grace_s * 1000));
   if (grpc_ && grpc_->server) {
     // Waits for calls in flight (the batchers keep answering them) up to the grace period, then
     // cancels what is left.
@@ -461,6 +497,11 @@ void Server::Shutdown() {
     grpc_->server->Wait();
   }
   if (http_) {
+    // The listener stays open (new requests: 503) until the requests already read are
+    // answered; stopping then answers every connection accepted so far before joining.
+    if (guarded_http_ && !guarded_http_->WaitIdle(grace_end) && logger_) {
+      logger_->Warn("shutdown_grace_passed", {{"http_requests", guarded_http_->active_requests()}});
+    }
     http_->stop();
     if (http_thread_.joinable()) http_thread_.join();
   }

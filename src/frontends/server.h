@@ -5,9 +5,10 @@
 // config has a dialog: section. TLS, API keys and roles: security: (frontends/security.h).
 //
 // Lifecycle: Start() binds both ports and serves liveness at once, loads and warms up the
-// startup models, then reports ready (health SERVING, /readyz 200). Shutdown() is graceful:
-// readiness goes false and new calls get UNAVAILABLE, calls in flight are answered, then the
-// listeners close and the models unload.
+// startup models, then reports ready (health SERVING, /readyz 200). Shutdown() (SIGTERM) drains:
+// readiness goes false and new calls get UNAVAILABLE (HTTP 503 with Retry-After) while the
+// listeners stay open, every call already accepted is answered (within shutdown_grace_s), then
+// the listeners close and the models unload.
 #pragma once
 
 #include <memory>
@@ -35,6 +36,7 @@ class Server;
 namespace hotline::frontends {
 
 class DialogService;
+class GuardedHttpServer;
 struct DialogMetrics;
 
 // server.yaml's dialog: section. Present (even empty) turns the dialog on.
@@ -68,7 +70,11 @@ struct ServerConfig {
   int max_texts_per_call = 256;
   int max_message_bytes = 4 << 20;  // gRPC receive limit and HTTP body limit
   double default_timeout_ms = 0;
-  int http_threads = 16;
+  int http_threads = 16;               // HTTP threads started at once (more as connections come)
+  int http_max_connections = 512;      // beyond: 503 with Retry-After at once
+  int http_backlog = 1024;             // the HTTP listen backlog
+  double http_header_timeout_ms = 5000;  // a request's head must arrive whole within this
+  double http_body_timeout_ms = 30000;   // and its body within this after the head
   double shutdown_grace_s = 10;
   bool log_requests = true;
   serving::PipelineModelOptions pipeline;
@@ -119,6 +125,7 @@ class Server {
   struct GrpcParts;
   std::unique_ptr<GrpcParts> grpc_;
   std::unique_ptr<httplib::Server> http_;
+  GuardedHttpServer* guarded_http_ = nullptr;  // http_ without TLS (null with TLS)
   std::thread http_thread_;
   int grpc_port_ = 0, http_port_ = 0;
   bool shut_down_ = false;

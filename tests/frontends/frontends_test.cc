@@ -285,5 +285,32 @@ TEST_F(FrontendsTest, ServerConfigReadsYamlAndRejectsUnknownKeys) {
   }
 }
 
+TEST_F(FrontendsTest, ServerConfigReadsHttpLimits) {
+  const fs::path f = *root_ / "server.yaml";
+  std::ofstream(f) << "{}\n";
+  const ServerConfig d = ServerConfig::Load(f.string());
+  EXPECT_EQ(d.http_max_connections, 512);
+  EXPECT_EQ(d.http_backlog, 1024);
+  EXPECT_EQ(d.http_header_timeout_ms, 5000);
+  std::ofstream(f) << "http_max_connections: 9\nhttp_backlog: 77\nhttp_header_timeout_ms: 250\n"
+                      "http_body_timeout_ms: 1000\n";
+  ServerConfig c = ServerConfig::Load(f.string());
+  EXPECT_EQ(c.http_max_connections, 9);
+  EXPECT_EQ(c.http_backlog, 77);
+  EXPECT_EQ(c.http_header_timeout_ms, 250);
+  EXPECT_EQ(c.http_body_timeout_ms, 1000);
+  for (const char* bad : {"http_max_connections: 0\n", "http_backlog: -1\n",
+                          "http_header_timeout_ms: 0\n", "http_body_timeout_ms: .nan\n"}) {
+    std::ofstream(f) << bad;
+    try {
+      ServerConfig::Load(f.string());
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("http_header_timeout_ms"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hotline::frontends
