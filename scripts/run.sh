@@ -33,5 +33,7 @@ A call (config/server.yaml's dialog: section; work orders go to var/work_orders.
   curl -s -X POST http://127.0.0.1:8080/v1/calls/demo-1/end -d '{}'
   build/hotline chat --server 127.0.0.1:50051 --show-nlu     # a call from the terminal
 
+The operators' console (live calls, orders, hotspots, SLA): http://127.0.0.1:8080/console/
+
 MSG
 exec "$HOTLINE" serve --config "$CONFIG" --model-repo "$(dirname "$MODEL")"

@@ -777,8 +777,7 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
                           {"count", h.count},
                           {"first_at", h.first_at},
                           {"last_at", h.last_at},
-                          {"order_ids", h.order_ids},
-                          {"new", !active.count(h.key)}});
+                          {"order_ids", h.order_ids}});
         }
         for (const auto& r : ops_.hotspots)
           hotspots_active_.WithLabels({r.name}).Set(per_rule[r.name]);
