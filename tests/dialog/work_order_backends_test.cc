@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "dialog/operations.h"
 #include "dialog/work_order_store.h"
 #include "test_util.h"
 
@@ -333,6 +334,40 @@ TEST_P(BackendTest, RandomIdsKeepTheFormButCannotBeCounted) {
   EXPECT_LE(in_a_row, 1);
   EXPECT_FALSE(store->Get("WO20261201-000001") && store->Get("WO20261201-000002") &&
                store->Get("WO20261201-000003"));
+}
+
+TEST_P(BackendTest, HotspotsDuplicatesAndSlaOverListedOrders) {
+  // The console reads each backend through List only: the same view from both.
+  auto store = Open();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) {
+    ids.push_back(
+        store->Create(Order("h" + std::to_string(i), "天河区人民路" + std::to_string(i % 9) + "号"),
+                      Dec1() + std::chrono::minutes(10 * i))
+            .id);
+  }
+  const auto now = Dec1() + std::chrono::minutes(100);
+  OrderQuery window;
+  window.created_from = FormatRfc3339Utc(now - std::chrono::hours(2));
+  const std::vector<WorkOrder> listed = store->List(window);
+  ASSERT_EQ(listed.size(), 10u);
+  const auto hot = FindHotspots(listed, {HotspotRule{"street_2h"}}, testing::TheTaxonomy(), now);
+  ASSERT_EQ(hot.size(), 1u);
+  EXPECT_EQ(hot[0].street, "人民路");
+  EXPECT_EQ(hot[0].district, "天河区");
+  EXPECT_EQ(hot[0].order_ids.front(), ids[9]);
+  // 人民路0号 twice (orders 0 and 9): one 并单 candidate; once resolved, none.
+  auto dups = FindDuplicateCandidates(listed, 72);
+  ASSERT_EQ(dups.size(), 1u);
+  EXPECT_EQ(dups[0].order_ids, (std::vector<std::string>{ids[0], ids[9]}));
+  ASSERT_TRUE(store->Update(ids[9], {"resolved", "修好了", "ops"}, now));
+  EXPECT_TRUE(FindDuplicateCandidates(store->List(window), 72).empty());
+  // SLA from the stored note: resolved 10 min after it was filed, within water_outage's 12 h.
+  SlaConfig sla;
+  sla.intent_hours["water_outage"] = 12;
+  const SlaStatus s = EvaluateSla(*store->Get(ids[9]), sla, testing::TheTaxonomy(), now);
+  EXPECT_EQ(s.state, "met");
+  EXPECT_DOUBLE_EQ(s.seconds_left, 12 * 3600 - 10 * 60);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BackendTest, ::testing::Values("sqlite", "postgres"),
