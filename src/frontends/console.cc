@@ -112,9 +112,9 @@ struct Event {
   std::string full, masked;  // JSON
 };
 
-// Calls in progress as the console last saw them (for a page opened mid-call).
+// Calls in progress: their turns so far (the last 30), for a page opened mid-call.
 struct LiveCall {
-  json full, masked;
+  std::vector<json> full, masked;
   Clock::time_point last;
 };
 
@@ -233,8 +233,12 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
     {
       std::lock_guard<std::mutex> lock(mu_);
       LiveCall& live = calls_[call.call_id];
-      live.full = full;
-      live.masked = masked;
+      live.full.push_back(full);
+      live.masked.push_back(masked);
+      if (live.full.size() > 30) {
+        live.full.erase(live.full.begin());
+        live.masked.erase(live.masked.begin());
+      }
       live.last = now;
       // A call whose end never came is forgotten after the dialog's idle time.
       for (auto it = calls_.begin(); it != calls_.end();) {
@@ -413,7 +417,9 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
             if (*first) {
               *first = false;
               json calls = json::array();
-              for (const auto& [id, c] : self->calls_) calls.push_back(pii ? c.full : c.masked);
+              for (const auto& [id, c] : self->calls_) {
+                for (const json& turn : pii ? c.full : c.masked) calls.push_back(turn);
+              }
               *last = self->seq_;
               out =
                   "retry: 1000\nevent: snapshot\ndata: " +

@@ -143,6 +143,9 @@ def test_a_call_appears_live_with_nlu_and_dialog_state(server, browser):
     assert latency < 1.0, f"the call took {latency:.3f} s to appear"
     text = browser.execute_script(f"return {sel}.innerText")
     assert "我家停水了" in text and "water_outage" in text and "ask_slot" in text, text
+    # A page opened mid-call gets the call's turns so far from the stream's snapshot.
+    browser.refresh()
+    wait_for(browser, f"document.body.dataset.ready === '1' && {sel}?.innerText.includes('我家停水了')", 10)
     replies = call(server, cid, ["越秀区解放北路8号", "对的"])
     order_id = replies[-1]["work_order_id"]
     assert order_id

@@ -83,11 +83,14 @@ function addTurn(t) {
       slots ? ` · ${slots}` : ''),
     el('div', {}, '↳ ', t.reply, ' ', badges)));
   card.querySelector('.status').textContent = t.done ? 'done' : 'in call';
+  // A finished call whose end never comes (the caller hung up) leaves the board after 2 minutes.
+  clearTimeout(card.retire);
+  if (t.done) card.retire = setTimeout(() => endCall({ call_id: t.call_id, outcome: 'done', turns: card.querySelectorAll('.turn').length, work_order_id: t.work_order_id }), 120000);
 }
 
 function endCall(e) {
   const card = calls.get(e.call_id);
-  if (card) { card.remove(); calls.delete(e.call_id); }
+  if (card) { clearTimeout(card.retire); card.remove(); calls.delete(e.call_id); }
   $('#call-count').textContent = calls.size;
   const list = $('#ended');
   list.prepend(el('li', { data: { call: e.call_id } },
@@ -336,7 +339,7 @@ function handleEvent(block) {
   if (name === 'snapshot') {
     calls.forEach((c) => c.remove());
     calls.clear();
-    for (const c of d.calls) addTurn(c);
+    for (const turn of d.calls) addTurn(turn);  // every turn of each call in progress, in order
     renderHotspots(d.hotspots);
   } else if (name === 'turn') {
     addTurn(d);
