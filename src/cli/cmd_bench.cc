@@ -4,7 +4,9 @@
 //   open loop (--rate R): calls start at Poisson arrivals of mean rate R per second whatever the
 //   answers do, so queueing shows in the latency (no coordinated omission).
 // Reports requests answered OK, errors (by code), achieved requests/s and latency percentiles of
-// the OK calls; --json prints one object with requests, errors, rps, latency_ms{p50,p90,p99,p999}.
+// the OK calls; --json prints one object with requests, errors, rps, latency_ms{p50,p90,p99,p999},
+// and refusal_latency_ms{p50,p99,max}: how long the failed calls took to fail (load shedding
+// must be quick). With --timeout-ms every OK call was answered within its deadline.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -134,6 +136,9 @@ class Runner {
           latencies_ms_.push_back(
               std::chrono::duration<double, std::milli>(now - call->sent).count());
         } else {
+          const double ms = std::chrono::duration<double, std::milli>(now - call->sent).count();
+          error_latencies_ms_.push_back(ms);
+          error_latencies_by_code_[s.error_code()].push_back(ms);
           ++errors_[s.error_code()];
           if (first_error_.empty()) first_error_ = s.error_message();
         }
@@ -153,18 +158,25 @@ class Runner {
     cv_.notify_all();
   }
 
+  static double Percentile(const std::vector<double>& sorted, double p) {
+    if (sorted.empty()) return 0.0;
+    size_t k = size_t(p / 100.0 * double(sorted.size() - 1) + 0.5);
+    return sorted[std::min(k, sorted.size() - 1)];
+  }
+
   nlohmann::json Report() {
     std::sort(latencies_ms_.begin(), latencies_ms_.end());
-    auto pct = [&](double p) {
-      if (latencies_ms_.empty()) return 0.0;
-      size_t k = size_t(p / 100.0 * double(latencies_ms_.size() - 1) + 0.5);
-      return latencies_ms_[std::min(k, latencies_ms_.size() - 1)];
-    };
+    std::sort(error_latencies_ms_.begin(), error_latencies_ms_.end());
+    auto pct = [&](double p) { return Percentile(latencies_ms_, p); };
     int64_t errors = 0;
     nlohmann::json by_code = nlohmann::json::object();
+    nlohmann::json p99_by_code = nlohmann::json::object();
     for (auto [code, n] : errors_) {
       errors += n;
       by_code[std::to_string(int(code))] = n;
+      std::vector<double>& l = error_latencies_by_code_[code];
+      std::sort(l.begin(), l.end());
+      p99_by_code[std::to_string(int(code))] = Percentile(l, 99);
     }
     nlohmann::json r = {{"target", o_.target},
                         {"mode", o_.concurrency > 0 ? "closed" : "open"},
@@ -180,7 +192,13 @@ class Runner {
                           {"p90", pct(90)},
                           {"p99", pct(99)},
                           {"p999", pct(99.9)},
-                          {"max", latencies_ms_.empty() ? 0.0 : latencies_ms_.back()}}}};
+                          {"max", latencies_ms_.empty() ? 0.0 : latencies_ms_.back()}}},
+                        {"refusal_latency_ms",
+                         {{"p50", Percentile(error_latencies_ms_, 50)},
+                          {"p99", Percentile(error_latencies_ms_, 99)},
+                          {"max", error_latencies_ms_.empty() ? 0.0
+                                                              : error_latencies_ms_.back()},
+                          {"p99_by_code", p99_by_code}}}};
     if (!first_error_.empty()) r["first_error"] = first_error_;
     return r;
   }
@@ -194,6 +212,8 @@ class Runner {
   std::condition_variable cv_;
   int64_t outstanding_ = 0;
   std::vector<double> latencies_ms_;
+  std::vector<double> error_latencies_ms_;
+  std::map<grpc::StatusCode, std::vector<double>> error_latencies_by_code_;
   std::map<grpc::StatusCode, int64_t> errors_;
   std::string first_error_;
 };
@@ -230,6 +250,12 @@ hotline::cli::Registrar reg(
               r["rps"].get<double>(), r["latency_ms"]["p50"].get<double>(),
               r["latency_ms"]["p90"].get<double>(), r["latency_ms"]["p99"].get<double>(),
               r["latency_ms"]["p999"].get<double>());
+          if (r["errors"].get<int64_t>() > 0) {
+            std::printf("errors took ms p50 %.2f p99 %.2f max %.2f\n",
+                        r["refusal_latency_ms"]["p50"].get<double>(),
+                        r["refusal_latency_ms"]["p99"].get<double>(),
+                        r["refusal_latency_ms"]["max"].get<double>());
+          }
           if (r.contains("first_error")) {
             std::printf("first error: %s\n", r["first_error"].get<std::string>().c_str());
           }

@@ -42,7 +42,9 @@ Status Batcher::Enqueue(std::vector<WorkItem> items) {
     if (stopping_) {
       return Status(Code::kUnavailable, "model " + model_name_ + " is shutting down; retry");
     }
-    if (Status st = Admit(items, now); !st.ok()) return st;
+    TimePoint predicted = TimePoint::max();
+    if (Status st = Admit(items, now, &predicted); !st.ok()) return st;
+    for (WorkItem& item : items) item.predicted_finish = predicted;
     for (WorkItem& item : items) queue_.push_back(std::move(item));
     if (queue_depth_gauge_) queue_depth_gauge_->Set(double(queue_.size()));
   }
@@ -50,7 +52,8 @@ Status Batcher::Enqueue(std::vector<WorkItem> items) {
   return Status::Ok();
 }
 
-Status Batcher::Admit(const std::vector<WorkItem>& items, TimePoint now) const {
+Status Batcher::Admit(const std::vector<WorkItem>& items, TimePoint now,
+                      TimePoint* predicted) const {
   if (queue_.size() + items.size() > size_t(options_.max_queue_size)) {
     return Status(Code::kResourceExhausted,
                   "model " + model_name_ + " queue is full (" + std::to_string(queue_.size()) +
@@ -82,25 +85,32 @@ Status Batcher::Admit(const std::vector<WorkItem>& items, TimePoint now) const {
                     *std::min_element(busy_until_.begin(), busy_until_.end()) - now);
   }
   const long batch = std::max(1, options_.max_batch_size);
+  // Scaled by how the predictions compared with the answers (CPU shared with other work,
+  // hand-offs between threads: what the model's execution time alone does not see).
+  const auto scaled = [this](Duration d) {
+    return std::chrono::duration_cast<Duration>(d * latency_factor_);
+  };
   const Duration wait =
-      busy + cost_.Estimate(ahead_tokens, (ahead + batch - 1) / batch) / instances_;
+      scaled(busy + cost_.Estimate(ahead_tokens, (ahead + batch - 1) / batch) / instances_);
   if (options_.max_queue_wait > Duration::zero() && wait > options_.max_queue_wait) {
     return Status(Code::kResourceExhausted,
                   "model " + model_name_ + " has about " + Ms(wait) +
                       " ms of work queued, over its max_queue_wait_ms of " +
                       Ms(options_.max_queue_wait) + "; retry later or lower the request rate");
   }
-  if (deadline == TimePoint::max()) return Status::Ok();
   const long n = long(items.size());
+  const Duration finish = scaled(
+      busy + cost_.Estimate(ahead_tokens + own_tokens, (ahead + n + batch - 1) / batch) / instances_);
+  *predicted = now + finish;
+  if (deadline == TimePoint::max()) return Status::Ok();
   const Duration alone = cost_.Estimate(own_tokens, (n + batch - 1) / batch);
   if (deadline - now < alone) {
     return Status(Code::kDeadlineExceeded,
                   "the deadline leaves " + Ms(deadline - now) + " ms, and model " + model_name_ +
                       " needs about " + Ms(alone) + " ms to run this request; give it more time");
   }
-  const Duration finish =
-      busy + cost_.Estimate(ahead_tokens + own_tokens, (ahead + n + batch - 1) / batch) / instances_;
-  if (deadline - now < finish) {
+  // A margin for the prediction's spread, and the wait for the batch to fill.
+  if (deadline - now < finish + finish / 4 + options_.max_queue_delay) {
     return Status(Code::kResourceExhausted,
                   "model " + model_name_ + " would answer in about " + Ms(finish) +
                       " ms, after the request's deadline (" + Ms(deadline - now) +
@@ -283,6 +293,14 @@ void Batcher::Execute(std::vector<WorkItem>& batch) {
     if (status.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       cost_.Observe(tokens, compute);
+      for (WorkItem* item : items) {
+        if (item->predicted_finish == TimePoint::max()) continue;
+        const Duration predicted = item->predicted_finish - item->enqueued;
+        if (predicted < std::chrono::milliseconds(1)) continue;  // too short to compare
+        // What the prediction missed (this answer's latency over the unscaled prediction).
+        const double ratio = latency_factor_ * Seconds(t1 - item->enqueued) / Seconds(predicted);
+        latency_factor_ = std::clamp(0.95 * latency_factor_ + 0.05 * ratio, 1.0, 8.0);
+      }
     }
     if (metrics_) {
       metrics_->executions.WithLabels({model_name_}).Inc();

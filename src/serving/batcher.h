@@ -39,6 +39,7 @@ struct WorkItem {
   // Unset: the execution's wall-clock time. Items with different explicit reference times run in
   // separate model calls of the same batch.
   std::optional<std::chrono::system_clock::time_point> reference_time;
+  TimePoint predicted_finish = TimePoint::max();  // set at admission when the cost is known
   std::function<bool()> cancelled;       // optional; checked just before execution
   std::function<void(ItemResult)> done;  // required; must not throw
 };
@@ -82,7 +83,8 @@ class Batcher {
   void WorkerLoop();
   void Execute(std::vector<WorkItem>& batch);
   void Answer(WorkItem& item, ItemResult r);
-  Status Admit(const std::vector<WorkItem>& items, TimePoint now) const;  // under mu_
+  // Under mu_. *predicted: the estimated answer time (left alone when unknown).
+  Status Admit(const std::vector<WorkItem>& items, TimePoint now, TimePoint* predicted) const;
 
   const std::string model_name_;
   ServableModel* const model_;
@@ -99,6 +101,9 @@ class Batcher {
   CostModel cost_;
   std::vector<TimePoint> busy_until_;  // per executing batch: its start + its estimated run
   TimePoint last_run_end_{};           // when the last execution ended
+  // Answers' latency over the cost model's prediction at admission (EWMA, 1..8): the model's
+  // execution time alone misses the CPU shared with other work and the thread hand-offs.
+  double latency_factor_ = 1.0;
   bool Probe(TimePoint now) const {    // under mu_
     return busy_until_.empty() && now - last_run_end_ >= std::chrono::seconds(1);
   }
