@@ -189,6 +189,13 @@ class DialogServiceImpl final : public DialogService {
       return refuse(
           Status(Code::kInvalidArgument, "text is empty; a turn needs what the caller said"));
     }
+    // DialogManager::Turn's limit, checked before the model runs on the text.
+    constexpr size_t kMaxTurnBytes = 4096;
+    if (call.text.size() > kMaxTurnBytes) {
+      return refuse(Status(Code::kInvalidArgument,
+                           "text has " + std::to_string(call.text.size()) + " bytes, at most " +
+                               std::to_string(kMaxTurnBytes) + " allowed"));
+    }
     if (stopping()) return refuse(Status(Code::kUnavailable, "the server is shutting down"));
     serving::UnderstandCall u;
     u.texts.push_back(call.text);

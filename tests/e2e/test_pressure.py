@@ -206,3 +206,22 @@ def test_sigterm_answers_every_accepted_request_on_both_transports(stubs, tmp_pa
     assert all(s == 503 and ra == "1" for s, ra in late), late
     log = srv.log_path.read_text()
     assert '"event":"stopped"' in log
+
+
+def test_converse_text_over_4096_bytes_is_refused_before_the_model_runs(tmp_path):
+    from dialog_harness import DialogServer, model_repo
+    srv = DialogServer(tmp_path, model_repo(tmp_path / "models"), tmp_path / "orders.db")
+    try:
+        def ran():
+            return metric_value(srv.metrics(), "hotline_inference_count_total",
+                                model="default") or 0
+        before = ran()
+        status, body = srv.http("/v1/converse", {"call_id": "long1", "text": "噪" * 1400})
+        assert status == 400, body  # 4,200 bytes
+        assert body["code"] == "INVALID_ARGUMENT" and "at most 4096" in body["message"], body
+        assert ran() == before  # refused before the model ran on it
+        status, body = srv.http("/v1/converse", {"call_id": "long1", "text": "我家停水了"})
+        assert status == 200, body
+        assert ran() == before + 1
+    finally:
+        assert srv.stop() == 0
