@@ -738,11 +738,12 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
   }
 
   // Recomputes hotspots from the store every refresh_s (at once when nudged), publishes them when
-  // they change; every 15 s also the overdue counts.
+  // they change; the overdue counts every 15 s, or within ~2 s of an order's change.
   void Refresh() {
     std::chrono::seconds widest{0};
     for (const auto& r : ops_.hotspots) widest = std::max(widest, r.window);
     auto last_sla = std::chrono::steady_clock::time_point{};
+    bool sla_dirty = false;  // an order changed since the last overdue count
     std::set<std::string> active;
     for (;;) {
       {
@@ -750,6 +751,7 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
         refresh_cv_.wait_for(lock, std::chrono::duration<double>(ops_.refresh_s),
                              [this] { return stop_ || nudged_; });
         if (stop_) return;
+        sla_dirty = sla_dirty || nudged_;
         nudged_ = false;
       }
       std::string error;
@@ -796,7 +798,11 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
         }
         active = std::move(keys);
         if (changed) Publish("hotspots", {{"hotspots", list}}, {{"hotspots", list}});
-        if (std::chrono::steady_clock::now() - last_sla > std::chrono::seconds(15)) {
+        // Overdue counts: every 15 s, and after an order's change (at most every 2 s).
+        const auto since_sla = std::chrono::steady_clock::now() - last_sla;
+        if (since_sla > std::chrono::seconds(15) ||
+            (sla_dirty && since_sla > std::chrono::seconds(2))) {
+          sla_dirty = false;
           last_sla = std::chrono::steady_clock::now();
           std::map<std::string, int> overdue;
           for (const auto& c : taxonomy_.categories) overdue[c.first] = 0;

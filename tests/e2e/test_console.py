@@ -3,6 +3,7 @@ default model: in headless Chromium (Debian's chromium + chromium-driver through
 loads and renders, a call made through the API appears live within 1 s, ten 停水 orders in one
 street raise a hotspot within 5 s of the tenth, the browser's console log holds no error, and
 screenshots are non-empty PNGs; over plain HTTP the roles, PII masking and bad input."""
+import datetime
 import hashlib
 import json
 import os
@@ -51,6 +52,17 @@ def call(srv, call_id, turns, headers=None):
     for text in turns:
         h = {"Content-Type": "application/json", **(headers or {})}
         status, r = srv.http("/v1/converse", {"call_id": call_id, "text": text}, headers=h)
+        assert status == 200, (status, r)
+        out.append(r)
+    return out
+
+
+def call_at(srv, call_id, turns, reference_time):
+    """A call placed at another time (its order's created_at is then `reference_time`)."""
+    out = []
+    for text in turns:
+        status, r = srv.http("/v1/converse", {"call_id": call_id, "text": text,
+                                              "reference_time": reference_time})
         assert status == 200, (status, r)
         out.append(r)
     return out
@@ -167,6 +179,28 @@ def test_a_call_appears_live_with_nlu_and_dialog_state(server, browser):
     assert "我家停水了" in detail and "越秀区解放北路8号" in detail and "12h" in detail, detail
     sla, _ = wait_for(browser, f"document.querySelector('#orders tr[data-order=\"{order_id}\"] "
                                f"td.sla').textContent.match(/left/)", 3)
+    # An order filed 30 hours ago (reference_time) is past water_outage's 12 h: highlighted and
+    # counted as overdue.
+    then = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=30))
+    old = call_at(server, "old-" + uuid.uuid4().hex[:8], ["我家停水了", "越秀区北京路3号", "对的"],
+                  then.strftime("%Y-%m-%dT%H:%M:%SZ"))[-1]["work_order_id"]
+    assert old
+    browser.execute_script("document.querySelector('#filter select[name=sla]').value = 'overdue';"
+                           "document.querySelector('#filter button').click()")
+    row, _ = wait_for(browser, f"document.querySelector('#orders tr.overdue[data-order=\"{old}\"]')"
+                               "?.innerText", 5)
+    assert "overdue 18h" in row, row
+    # Only it: the table shows the filtered answer, whatever answers crossed on the way.
+    wait_for(browser, "[...document.querySelectorAll('#orders tbody tr')].map(r => r.dataset.order)"
+                      f".join() === '{old}'", 5)
+    start = time.monotonic()
+    while time.monotonic() - start < 6:
+        _, metrics = server.raw_http("/metrics")
+        if re.search(r'^hotline_orders_overdue\{category="public_utilities"\} 1$', metrics.decode(), re.M):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("hotline_orders_overdue did not count the order")
     assert browser_errors(browser) == []
 
 

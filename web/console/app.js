@@ -144,13 +144,16 @@ async function merge(into, others) {
 
 // ---- orders, SLA timers, detail ----
 let orderRows = [];  // [{row, deadline}] for the SLA ticker
+let ordersAsked = 0;  // only the newest request's answer is shown (answers may cross)
 
 async function loadOrders() {
+  const asked = ++ordersAsked;
   const form = new FormData($('#filter'));
   const q = new URLSearchParams();
   for (const [k, v] of form) if (v) q.set(k, v);
   q.set('limit', '50');
   const r = await api(`/v1/console/orders?${q}`);
+  if (asked !== ordersAsked) return;
   const body = $('#orders tbody');
   body.replaceChildren();
   orderRows = [];
