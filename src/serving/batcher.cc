@@ -109,12 +109,13 @@ Status Batcher::Admit(const std::vector<WorkItem>& items, TimePoint now,
                   "the deadline leaves " + Ms(deadline - now) + " ms, and model " + model_name_ +
                       " needs about " + Ms(alone) + " ms to run this request; give it more time");
   }
-  // A margin for the prediction's spread, and the wait for the batch to fill.
-  if (deadline - now < finish + finish / 4 + options_.max_queue_delay) {
+  // A margin for the prediction's spread (half of it), and the wait for the batch to fill.
+  if (deadline - now < finish + finish / 2 + options_.max_queue_delay) {
     return Status(Code::kResourceExhausted,
                   "model " + model_name_ + " would answer in about " + Ms(finish) +
-                      " ms, after the request's deadline (" + Ms(deadline - now) +
-                      " ms); retry later or lower the request rate");
+                      " ms, which with half again for the estimate's spread is more than the " +
+                      Ms(deadline - now) +
+                      " ms the deadline leaves; retry later or lower the request rate");
   }
   return Status::Ok();
 }
