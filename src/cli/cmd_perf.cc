@@ -50,6 +50,9 @@ hotline::cli::Registrar reg("perf", "Time a plan on random input", [](CLI::App& 
       throw hotline::Error("--batch, --seq, --iters and --contexts must be positive");
     }
     auto engine = o->devices.empty() ? Engine::Load(o->plan) : Engine::Load(o->plan, o->devices);
+    // Before the batch is made: a shape past the profile would be refused only after filling
+    // batch x seq token ids (2^31 x 2^31 never finishes).
+    engine->info().profile.Check(o->batch, o->seq);
     std::vector<std::unique_ptr<Context>> ctxs;
     for (int c = 0; c < o->contexts; ++c) ctxs.push_back(engine->CreateContext());
     std::mt19937 rng(42);
