@@ -110,6 +110,17 @@ Match MatchAt(const std::vector<Element>& e, size_t s) {
   return best;
 }
 
+// An 18-character ID number at element s whose check character is right (GB 11643, ISO 7064
+// MOD 11-2): how an ID number inside a longer digit run is told from any 18 of its digits.
+bool ValidIdAt(const std::vector<Element>& e, size_t s) {
+  if (s + 18 > e.size() || e[s].digit < 1 || !AllDigits(e, s, 17)) return false;
+  static const int kWeights[17] = {7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2};
+  static const int kCheck[11] = {1, 0, 10, 9, 8, 7, 6, 5, 4, 3, 2};  // 10: X
+  int sum = 0;
+  for (int k = 0; k < 17; ++k) sum += kWeights[k] * e[s + size_t(k)].digit;
+  return e[s + 17].digit == kCheck[sum % 11];
+}
+
 std::string Masked(const std::vector<Element>& e, const Match& m) {
   std::string d;
   for (size_t k = m.start; k < m.start + m.length; ++k) {
@@ -128,9 +139,62 @@ std::string Masked(const std::vector<Element>& e, const Match& m) {
   return d;
 }
 
+bool IsProvince(char32_t c) {
+  static const std::u32string kProvinces =
+      U"京津沪渝冀豫云辽黑湘皖鲁新苏浙赣鄂桂甘晋蒙陕吉闽贵粤青藏川宁琼使领";
+  return kProvinces.find(c) != std::u32string::npos;
+}
+
+// A plate character: ASCII or full-width A-Z / 0-9; 'A'..'Z' as such, digits as '0'..'9'.
+char PlateChar(char32_t c) {
+  if (c >= 0xFF21 && c <= 0xFF3A) c = c - 0xFF21 + U'A';
+  if (c >= 0xFF10 && c <= 0xFF19) c = c - 0xFF10 + U'0';
+  if ((c >= U'A' && c <= U'Z') || (c >= U'0' && c <= U'9')) return static_cast<char>(c);
+  if (c >= U'a' && c <= U'z') return static_cast<char>(c - U'a' + U'A');
+  return 0;
+}
+
+// Vehicle plates: a province character, a letter, an optional separator (· • - or a space) and
+// 5 characters (6 for new-energy plates) of letters and digits with at least one digit, not
+// followed by a further letter or digit. Kept: the province, the letter and the last 2.
+std::string MaskPlates(std::string_view text) {
+  const std::vector<CodePoint> cps = DecodeLenient(text);
+  std::string out;
+  size_t copied = 0;
+  for (size_t i = 0; i + 6 < cps.size() + 1; ++i) {
+    if (!IsProvince(cps[i].c) || i + 1 >= cps.size()) continue;
+    const char letter = PlateChar(cps[i + 1].c);
+    if (letter < 'A' || letter > 'Z') continue;
+    size_t j = i + 2;
+    if (j < cps.size() && (cps[j].c == 0xB7 || cps[j].c == 0x2022 || cps[j].c == U'-' ||
+                           cps[j].c == U' ' || cps[j].c == 0x30FB)) {
+      ++j;
+    }
+    size_t n = 0;
+    bool digit = false;
+    while (j + n < cps.size() && PlateChar(cps[j + n].c) != 0 && n < 7) {
+      digit = digit || (PlateChar(cps[j + n].c) >= '0' && PlateChar(cps[j + n].c) <= '9');
+      ++n;
+    }
+    if ((n != 5 && n != 6) || !digit) continue;
+    out.append(text.substr(copied, cps[j].begin - copied));
+    out += std::string(n - 2, '*');
+    copied = cps[j + n - 2].begin;
+    i = j + n - 1;
+  }
+  out.append(text.substr(copied));
+  return out;
+}
+
+std::string MaskNumbers(std::string_view text);
+
 }  // namespace
 
-std::string MaskPii(std::string_view text) {
+std::string MaskPii(std::string_view text) { return MaskPlates(MaskNumbers(text)); }
+
+namespace {
+
+std::string MaskNumbers(std::string_view text) {
   const std::vector<CodePoint> cps = DecodeLenient(text);
   std::string out;
   out.reserve(text.size());
@@ -179,6 +243,19 @@ std::string MaskPii(std::string_view text) {
           }
         }
       }
+      // An ID number with a valid check character may begin inside this group, right after
+      // other digits (an order number, a prefix): it wins over a match at the group's start
+      // that does not end with the group.
+      size_t next = s + 1;
+      while (next < run.size() && run[next].group == run[next - 1].group) ++next;
+      const size_t end = m.start + m.length;
+      const bool clean =
+          m.kind != Kind::kNone && (end == run.size() || run[end].group != run[end - 1].group);
+      if (!clean) {
+        size_t inner = s + 1;
+        while (inner < next && !ValidIdAt(run, inner)) ++inner;
+        if (inner < next) m = {Kind::kId, inner, 18};
+      }
       if (m.kind != Kind::kNone) {
         const size_t first_byte = cps[run[m.start].cp].begin;
         const size_t last_byte = cps[run[m.start + m.length - 1].cp].end;
@@ -188,9 +265,7 @@ std::string MaskPii(std::string_view text) {
         s = m.start + m.length;
         continue;
       }
-      // Next group start.
-      ++s;
-      while (s < run.size() && run[s].group == run[s - 1].group) ++s;
+      s = next;
     }
     i = j;
   }
@@ -198,4 +273,5 @@ std::string MaskPii(std::string_view text) {
   return out;
 }
 
+}  // namespace
 }  // namespace hotline

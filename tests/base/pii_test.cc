@@ -12,7 +12,8 @@ struct PiiCase {
   std::string text, masked;
 };
 
-// Masks written by hand: mobiles keep 3 + 4, IDs 6 + 4, landlines 3 + 2 (stars for the rest).
+// Masks written by hand: mobiles keep 3 + 4, IDs 6 + 4, landlines 3 + 2, plates the province,
+// letter and last 2 (stars for the rest).
 const std::vector<PiiCase>& Cases() {
   static const std::vector<PiiCase> cases = {
       // Mobiles.
@@ -40,6 +41,15 @@ const std::vector<PiiCase>& Cases() {
       {"幺幺零幺零五幺九四九幺二三幺零零二叉", "110105********002X"},
       {"ID: 11010519491231002X.", "ID: 110105********002X."},
       {"号码110105198806071234有误", "号码110105********1234有误"},
+      // An ID number right after other digits: found by its check character.
+      {"订单9911010519491231002X", "订单99110105********002X"},
+      {"流水号7110105198806071238号", "流水号7110105********1238号"},
+      // Vehicle plates: province, letter, the last 2 kept.
+      {"车牌京A12345", "车牌京A***45"},
+      {"京A12345", "京A***45"},
+      {"粤B·D12345停在门口", "粤B·****45停在门口"},
+      {"沪C 8K123，占道", "沪C ***23，占道"},
+      {"浙\uFF21\uFF22\uFF11\uFF12\uFF13\uFF14", "浙\uFF21***\uFF13\uFF14"},
       // Landlines with area code.
       {"010-12345678", "010******78"},
       {"0755 8888 6666", "075*******66"},
@@ -65,7 +75,9 @@ const std::vector<PiiCase>& Cases() {
       {"88886666", "88886666"},
       {"第3栋2单元1101室", "第3栋2单元1101室"},
       {"一二三四五", "一二三四五"},
-      {"京A12345", "京A12345"},
+      {"京A1234567", "京A1234567"},  // 7 characters: not a plate
+      {"京ABCDEF", "京ABCDEF"},      // no digit
+      {"0020261203000000000001", "0020261203000000000001"},  // no valid ID inside
       {"300路公交", "300路公交"},
       {"hello world", "hello world"},
       {"", ""},
