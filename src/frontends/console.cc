@@ -412,6 +412,7 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
         "text/event-stream",
         [self, pii, last, first, quiet_since](size_t, httplib::DataSink& sink) {
           std::string out;
+          bool stopping = false;
           {
             std::unique_lock<std::mutex> lock(self->mu_);
             if (*first) {
@@ -430,7 +431,7 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
               // Short waits: a stopping server or a gone client is noticed within 0.5 s.
               self->cv_.wait_for(lock, std::chrono::milliseconds(500),
                                  [&] { return self->stop_ || self->seq_ > *last; });
-              if (self->stop_) return false;
+              stopping = self->stop_;
               for (const Event& e : self->events_) {
                 if (e.seq <= *last) continue;
                 out += "id: " + std::to_string(e.seq) + "\nevent: " + e.name +
@@ -439,6 +440,10 @@ class ConsoleImpl final : public std::enable_shared_from_this<ConsoleImpl> {
               }
               if (self->seq_ > *last) *last = self->seq_;  // older than the ring holds
             }
+          }
+          if (stopping) {  // a clean end of the chunked stream, written outside the lock
+            sink.done();
+            return true;
           }
           if (out.empty()) {
             const auto now = std::chrono::steady_clock::now();

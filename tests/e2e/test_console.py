@@ -360,3 +360,18 @@ def test_bad_console_config_names_the_problem(tmp_path, extra, message):
     r = subprocess.run([hotline_bin(), "serve", "--config", str(cfg)], cwd=str(ROOT),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and message in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_sigterm_ends_open_event_streams(secured):
+    """An open console stream does not hold the drain: the server exits at once, cleanly."""
+    req = urllib.request.Request(f"http://127.0.0.1:{secured.http_port}/v1/console/events",
+                                 headers=key("sup"))
+    stream = urllib.request.urlopen(req, timeout=20)
+    assert b"event: snapshot" in stream.read1(65536)
+    start = time.monotonic()
+    assert secured.stop(timeout=30) == 0
+    took = time.monotonic() - start
+    MEASURED["sigterm_with_stream_s"] = round(took, 2)
+    assert took < 3, f"the server took {took:.1f} s to stop with a stream open"
+    assert stream.read() == b""  # the stream was ended by the server
+    stream.close()
