@@ -377,6 +377,21 @@ std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const TlsConfig& tls) {
   return grpc::SslServerCredentials(opts);
 }
 
+// The host without IPv6 brackets ("[::1]" → "::1"), as getaddrinfo (httplib) takes it.
+std::string BareHost(const std::string& host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    return host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+// host:port, with an IPv6 host in brackets ("[::1]:50051"), as gRPC and logs take it.
+std::string HostPort(const std::string& host, int port) {
+  const std::string bare = BareHost(host);
+  const bool v6 = bare.find(':') != std::string::npos;
+  return (v6 ? "[" + bare + "]" : bare) + ":" + std::to_string(port);
+}
+
 }  // namespace
 
 Status Server::Start() {
@@ -392,7 +407,7 @@ Status Server::Start() {
       std::make_unique<HotlineGrpcService>(service_.get(), dialog_.get(), security_.get());
   grpc_->kserve = std::make_unique<KServeGrpcService>(service_.get(), version_, security_.get());
   grpc::ServerBuilder builder;
-  const std::string address = config_.host + ":" + std::to_string(config_.grpc_port);
+  const std::string address = HostPort(config_.host, config_.grpc_port);
   builder.AddListeningPort(address, GrpcCredentials(config_.security.tls), &grpc_port_);
   // A port held by another process is an error, never a silently shared listener.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -403,14 +418,15 @@ Status Server::Start() {
   grpc_->server = builder.BuildAndStart();
   if (!grpc_->server || grpc_port_ == 0) {
     throw Error("cannot listen for gRPC on " + address + ": port " +
-                    std::to_string(config_.grpc_port) + " is in use or not available",
+                    std::to_string(config_.grpc_port) + " is in use, or host " +
+                    BareHost(config_.host) + " is not an address of this machine",
                 Code::kUnavailable);
   }
   SetHealth(false);  // not serving until the startup models are warm
   StartHttp();
   if (logger_) {
-    logger_->Info("listening", {{"grpc", config_.host + ":" + std::to_string(grpc_port_)},
-                                {"http", config_.host + ":" + std::to_string(http_port_)},
+    logger_->Info("listening", {{"grpc", HostPort(config_.host, grpc_port_)},
+                                {"http", HostPort(config_.host, http_port_)},
                                 {"tls", config_.security.tls.enabled()},
                                 {"mtls", config_.security.tls.require_client_cert},
                                 {"auth", config_.security.auth_enabled()},
@@ -460,8 +476,8 @@ void Server::StartHttp() {
   InstallHttpRoutes(*http_, *service_, registry_, dialog_.get(), security_.get());
   if (console_) console_->Install(*http_);
   if (config_.http_port == 0) {
-    http_port_ = http_->bind_to_any_port(config_.host);
-  } else if (http_->bind_to_port(config_.host, config_.http_port)) {
+    http_port_ = http_->bind_to_any_port(BareHost(config_.host));
+  } else if (http_->bind_to_port(BareHost(config_.host), config_.http_port)) {
     http_port_ = config_.http_port;
   }
   if (http_port_ > 0) {
@@ -472,9 +488,9 @@ void Server::StartHttp() {
     }
   }
   if (http_port_ <= 0) {
-    throw Error("cannot listen for HTTP on " + config_.host + ":" +
-                    std::to_string(config_.http_port) + ": port " +
-                    std::to_string(config_.http_port) + " is in use or not available",
+    throw Error("cannot listen for HTTP on " + HostPort(config_.host, config_.http_port) +
+                    ": port " + std::to_string(config_.http_port) + " is in use, or host " +
+                    BareHost(config_.host) + " is not an address of this machine",
                 Code::kUnavailable);
   }
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });

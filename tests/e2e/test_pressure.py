@@ -225,3 +225,44 @@ def test_converse_text_over_4096_bytes_is_refused_before_the_model_runs(tmp_path
         assert ran() == before + 1
     finally:
         assert srv.stop() == 0
+
+
+def test_an_ipv6_host_serves_both_transports(stubs, tmp_path):
+    from conftest import free_ports, hotline_bin
+    repo = make_repo(tmp_path / "models")
+    grpc_port, http_port = free_ports(2)
+    cfg = tmp_path / "v6.yaml"
+    cfg.write_text(f"host: '::1'\ngrpc_port: {grpc_port}\nhttp_port: {http_port}\n"
+                   f"model_repository: {repo}\nstartup_models: [tiny]\n")
+    log_path = tmp_path / "v6.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([hotline_bin(), "serve", "--config", str(cfg)], stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            deadline = time.time() + 120
+            status = None
+            while time.time() < deadline and status != 200 and proc.poll() is None:
+                try:
+                    status = urllib.request.urlopen(f"http://[::1]:{http_port}/readyz",
+                                                    timeout=5).status
+                except OSError:
+                    time.sleep(0.2)
+            assert status == 200, log_path.read_text()[-3000:]
+            with grpc.insecure_channel(f"[::1]:{grpc_port}") as ch:
+                r = stubs.rpc.HotlineStub(ch).Understand(stubs.pb.UnderstandRequest(text=TEXT),
+                                                         timeout=30)
+            assert r.result.intent
+            assert f'"grpc":"[::1]:{grpc_port}"' in log_path.read_text()
+        finally:
+            proc.terminate()
+            assert proc.wait(timeout=60) == 0
+    # A host that is not this machine's: the error names the host as well as the port.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"host: '2001:db8::1'\ngrpc_port: {grpc_port}\nhttp_port: {http_port}\n"
+                   f"model_repository: {repo}\nstartup_models: [tiny]\n"
+                   "security: {insecure: true}\n")
+    p = subprocess.run([hotline_bin(), "serve", "--config", str(bad)], capture_output=True,
+                       text=True, timeout=120)
+    out = p.stderr + p.stdout
+    assert p.returncode != 0
+    assert f"[2001:db8::1]:{grpc_port}" in out and "host 2001:db8::1 is not" in out, out
