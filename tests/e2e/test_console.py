@@ -362,6 +362,32 @@ def test_bad_console_config_names_the_problem(tmp_path, extra, message):
     assert r.returncode != 0 and message in r.stdout + r.stderr, r.stdout + r.stderr
 
 
+def test_event_streams_are_bounded(secured):
+    """Each stream holds an HTTP thread: past console.max_streams (8) a clear 503, and the API
+    still answers."""
+    url = f"http://127.0.0.1:{secured.http_port}/v1/console/events"
+    streams = []
+    # A stream whose client left is freed at its next write (a keep-alive every 2 s).
+    held = secured.http("/v1/console/health", headers=key("sup"))[1]["streams"]
+    try:
+        for _ in range(8 - held):
+            s = urllib.request.urlopen(urllib.request.Request(url, headers=key("sup")), timeout=20)
+            assert b"event: snapshot" in s.read1(65536)
+            streams.append(s)
+        status, body = secured.http("/v1/console/events", headers=key("sup"))
+        assert status == 503 and "too many console event streams" in body["message"], body
+        assert secured.http("/v1/console/health", headers=key("sup"))[1]["streams"] == 8
+    finally:
+        for s in streams:
+            s.close()
+    # Their slots come back once the server has written to them (within ~4 s).
+    start = time.monotonic()
+    while secured.http("/v1/console/health", headers=key("sup"))[1]["streams"] > 0:
+        assert time.monotonic() - start < 8, "closed streams still held after 8 s"
+        time.sleep(0.2)
+    MEASURED["stream_freed_s"] = round(time.monotonic() - start, 2)
+
+
 def test_sigterm_ends_open_event_streams(secured):
     """An open console stream does not hold the drain: the server exits at once, cleanly."""
     req = urllib.request.Request(f"http://127.0.0.1:{secured.http_port}/v1/console/events",
@@ -375,3 +401,4 @@ def test_sigterm_ends_open_event_streams(secured):
     assert took < 3, f"the server took {took:.1f} s to stop with a stream open"
     assert stream.read() == b""  # the stream was ended by the server
     stream.close()
+    print("measured:", json.dumps(MEASURED))
