@@ -3,7 +3,6 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
