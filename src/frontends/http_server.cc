@@ -72,8 +72,12 @@ class DeadlineStream final : public httplib::Stream {
     return false;
   }
 
-  bool is_readable() const override { return buffered() || WaitFor(sock_, POLLIN, deadline_); }
-  bool is_writable() const override { return WaitFor(sock_, POLLOUT, write_deadline()); }
+  bool is_readable() const override { return buffered() || WaitFor(sock_, POLLIN, read_until()); }
+  // Writable and the peer still there (as httplib's own stream): a streaming response (the
+  // console's events) ends when its client has gone.
+  bool is_writable() const override {
+    return WaitFor(sock_, POLLOUT, write_deadline()) && PeerAlive();
+  }
 
   ssize_t read(char* ptr, size_t size) override {
     if (!buffered()) {
@@ -101,9 +105,24 @@ class DeadlineStream final : public httplib::Stream {
   socket_t socket() const override { return sock_; }
 
  private:
-  // Appends what the socket has (waiting until the deadline); bytes read, 0 closed, -1 failed.
+  // Each read waits at most httplib's read timeout (5 s), and never past the deadline.
+  Clock::time_point read_until() const {
+    return std::min(deadline_, Clock::now() + std::chrono::seconds(CPPHTTPLIB_READ_TIMEOUT_SECOND));
+  }
+
+  // False once the peer has closed or reset the connection (nothing left to read but EOF).
+  bool PeerAlive() const {
+    pollfd p{sock_, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return true;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return false;
+    char c;
+    const ssize_t n = ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+  }
+
+  // Appends what the socket has (waiting as read_until() says); bytes read, 0 closed, -1 failed.
   ssize_t Fill() {
-    if (!WaitFor(sock_, POLLIN, deadline_)) return -1;
+    if (!WaitFor(sock_, POLLIN, read_until())) return -1;
     char chunk[4096];
     ssize_t n;
     do {
