@@ -112,6 +112,35 @@ static grpc::ServerUnaryReactor* Refused(Security* security, grpc::CallbackServe
   return nullptr;
 }
 
+// Unary calls whose request is parsed here, so that bytes that are not a valid message get
+// INVALID_ARGUMENT with a reason (gRPC's callback API answers UNIMPLEMENTED without one). `body`
+// fills the response and calls `finish` exactly once, now or later; the request and response
+// live until then.
+using Finish = std::function<void(const grpc::Status&)>;
+template <typename Req, typename Resp, typename Body>
+static grpc::ServerUnaryReactor* RawUnary(Security* security, Role need,
+                                          grpc::CallbackServerContext* ctx,
+                                          const grpc::ByteBuffer* raw_req,
+                                          grpc::ByteBuffer* raw_resp, Body body) {
+  const AuthDecision auth = Authorize(security, ctx, need);
+  if (!auth.status.ok()) return FinishNow(ctx, ToGrpc(auth.status));
+  auto req = std::make_shared<Req>();
+  if (!ParseRaw(raw_req, req.get())) {
+    return FinishNow(
+        ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a valid " +
+                                                                  Req::descriptor()->full_name() +
+                                                                  " (text fields must be UTF-8)"));
+  }
+  auto resp = std::make_shared<Resp>();
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const Finish finish = [reactor, raw_resp, req, resp](const grpc::Status& s) {
+    if (s.ok()) SerializeRaw(*resp, raw_resp);
+    reactor->Finish(s);
+  };
+  body(req.get(), resp.get(), finish);
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* HotlineGrpcService::Understand(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* req,
                                                          grpc::ByteBuffer* resp) {
@@ -150,25 +179,31 @@ grpc::ServerUnaryReactor* HotlineGrpcService::ListModels(grpc::CallbackServerCon
 }
 
 grpc::ServerUnaryReactor* HotlineGrpcService::LoadModel(grpc::CallbackServerContext* ctx,
-                                                        const hotline::v1::LoadModelRequest* req,
-                                                        hotline::v1::LoadModelResponse* resp) {
-  std::string client;
-  if (auto* denied = Refused(security_, ctx, Role::kAdmin, &client)) return denied;
-  Status s = service_->LoadModel(req->admin_token(), req->name(), req->version());
-  if (s.ok()) {
-    for (const auto& m : service_->ListModels()) {
-      if (m.name == req->name()) ToProto(m, resp->mutable_model());
-    }
-  }
-  return FinishNow(ctx, ToGrpc(s));
+                                                        const grpc::ByteBuffer* raw_req,
+                                                        grpc::ByteBuffer* raw_resp) {
+  return RawUnary<hotline::v1::LoadModelRequest, hotline::v1::LoadModelResponse>(
+      security_, Role::kAdmin, ctx, raw_req, raw_resp,
+      [&, ctx](const hotline::v1::LoadModelRequest* req, hotline::v1::LoadModelResponse* resp,
+               const Finish& finish) {
+        Status s = service_->LoadModel(req->admin_token(), req->name(), req->version());
+        if (s.ok()) {
+          for (const auto& m : service_->ListModels()) {
+            if (m.name == req->name()) ToProto(m, resp->mutable_model());
+          }
+        }
+        return finish(ToGrpc(s));
+      });
 }
 
-grpc::ServerUnaryReactor* HotlineGrpcService::UnloadModel(
-    grpc::CallbackServerContext* ctx, const hotline::v1::UnloadModelRequest* req,
-    hotline::v1::UnloadModelResponse*) {
-  std::string client;
-  if (auto* denied = Refused(security_, ctx, Role::kAdmin, &client)) return denied;
-  return FinishNow(ctx, ToGrpc(service_->UnloadModel(req->admin_token(), req->name())));
+grpc::ServerUnaryReactor* HotlineGrpcService::UnloadModel(grpc::CallbackServerContext* ctx,
+                                                          const grpc::ByteBuffer* raw_req,
+                                                          grpc::ByteBuffer* raw_resp) {
+  return RawUnary<hotline::v1::UnloadModelRequest, hotline::v1::UnloadModelResponse>(
+      security_, Role::kAdmin, ctx, raw_req, raw_resp,
+      [&, ctx](const hotline::v1::UnloadModelRequest* req, hotline::v1::UnloadModelResponse* resp,
+               const Finish& finish) {
+        return finish(ToGrpc(service_->UnloadModel(req->admin_token(), req->name())));
+      });
 }
 
 grpc::ServerUnaryReactor* HotlineGrpcService::Converse(grpc::CallbackServerContext* ctx,
@@ -406,199 +441,215 @@ grpc::Status ClassifierOutputs(const serving::UnderstandReply& r, const std::vec
 }  // namespace
 
 grpc::ServerUnaryReactor* KServeGrpcService::ServerLive(grpc::CallbackServerContext* ctx,
-                                                        const inference::ServerLiveRequest*,
-                                                        inference::ServerLiveResponse* resp) {
-  std::string client;
-  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
-  resp->set_live(service_->live());
-  return FinishNow(ctx, grpc::Status::OK);
+                                                        const grpc::ByteBuffer* raw_req,
+                                                        grpc::ByteBuffer* raw_resp) {
+  return RawUnary<inference::ServerLiveRequest, inference::ServerLiveResponse>(
+      security_, Role::kUnderstand, ctx, raw_req, raw_resp,
+      [&, ctx](const inference::ServerLiveRequest* req, inference::ServerLiveResponse* resp,
+               const Finish& finish) {
+        resp->set_live(service_->live());
+        return finish(grpc::Status::OK);
+      });
 }
 
 grpc::ServerUnaryReactor* KServeGrpcService::ServerReady(grpc::CallbackServerContext* ctx,
-                                                         const inference::ServerReadyRequest*,
-                                                         inference::ServerReadyResponse* resp) {
-  std::string client;
-  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
-  resp->set_ready(service_->ready());
-  return FinishNow(ctx, grpc::Status::OK);
+                                                         const grpc::ByteBuffer* raw_req,
+                                                         grpc::ByteBuffer* raw_resp) {
+  return RawUnary<inference::ServerReadyRequest, inference::ServerReadyResponse>(
+      security_, Role::kUnderstand, ctx, raw_req, raw_resp,
+      [&, ctx](const inference::ServerReadyRequest* req, inference::ServerReadyResponse* resp,
+               const Finish& finish) {
+        resp->set_ready(service_->ready());
+        return finish(grpc::Status::OK);
+      });
 }
 
 grpc::ServerUnaryReactor* KServeGrpcService::ModelReady(grpc::CallbackServerContext* ctx,
-                                                        const inference::ModelReadyRequest* req,
-                                                        inference::ModelReadyResponse* resp) {
-  std::string client;
-  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
-  try {
-    for (const auto& m : service_->ListModels()) {
-      if (m.name != req->name()) continue;
-      resp->set_ready(m.state == serving::ModelState::kReady &&
-                      (req->version().empty() || req->version() == m.version));
-      return FinishNow(ctx, grpc::Status::OK);
-    }
-    return FinishNow(
-        ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "no model named '" + EchoInput(req->name()) + "'"));
-  } catch (const Error& e) {
-    return FinishNow(ctx, ToGrpc(Status::FromError(e)));
-  }
-}
-
-grpc::ServerUnaryReactor* KServeGrpcService::ServerMetadata(
-    grpc::CallbackServerContext* ctx, const inference::ServerMetadataRequest*,
-    inference::ServerMetadataResponse* resp) {
-  std::string client;
-  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
-  resp->set_name("hotline");
-  resp->set_version(version_);
-  return FinishNow(ctx, grpc::Status::OK);
-}
-
-grpc::ServerUnaryReactor* KServeGrpcService::ModelMetadata(
-    grpc::CallbackServerContext* ctx, const inference::ModelMetadataRequest* req,
-    inference::ModelMetadataResponse* resp) {
-  std::string client;
-  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
-  try {
-    for (const auto& m : service_->ListModels()) {
-      if (m.name != req->name()) continue;
-      resp->set_name(m.name);
-      if (!m.version.empty()) {
-        resp->add_versions(m.version);
-      } else {
-        for (const auto& v : m.versions) resp->add_versions(v);
-      }
-      resp->set_platform("hotline_nlu");
-      auto add = [](auto* list, const char* name, const char* type) {
-        auto* t = list->Add();
-        t->set_name(name);
-        t->set_datatype(type);
-        t->add_shape(-1);
-      };
-      add(resp->mutable_inputs(), "text", "BYTES");
-      if (m.kind == "classifier") {  // per head: its label and its score
-        for (const std::string& h : m.heads) {
-          add(resp->mutable_outputs(), h.c_str(), "BYTES");
-          add(resp->mutable_outputs(), (h + "_score").c_str(), "FP32");
+                                                        const grpc::ByteBuffer* raw_req,
+                                                        grpc::ByteBuffer* raw_resp) {
+  return RawUnary<inference::ModelReadyRequest, inference::ModelReadyResponse>(
+      security_, Role::kUnderstand, ctx, raw_req, raw_resp,
+      [&, ctx](const inference::ModelReadyRequest* req, inference::ModelReadyResponse* resp,
+               const Finish& finish) {
+        try {
+          for (const auto& m : service_->ListModels()) {
+            if (m.name != req->name()) continue;
+            resp->set_ready(m.state == serving::ModelState::kReady &&
+                            (req->version().empty() || req->version() == m.version));
+            return finish(grpc::Status::OK);
+          }
+          return finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                     "no model named '" + EchoInput(req->name()) + "'"));
+        } catch (const Error& e) {
+          return finish(ToGrpc(Status::FromError(e)));
         }
-        return FinishNow(ctx, grpc::Status::OK);
-      }
-      add(resp->mutable_outputs(), "intent", "BYTES");
-      add(resp->mutable_outputs(), "confidence", "FP32");
-      add(resp->mutable_outputs(), "slots", "BYTES");
-      add(resp->mutable_outputs(), "department", "BYTES");
-      add(resp->mutable_outputs(), "category", "BYTES");
-      add(resp->mutable_outputs(), "category_name", "BYTES");
-      return FinishNow(ctx, grpc::Status::OK);
-    }
-    return FinishNow(
-        ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, "no model named '" + EchoInput(req->name()) + "'"));
-  } catch (const Error& e) {
-    return FinishNow(ctx, ToGrpc(Status::FromError(e)));
-  }
+      });
+}
+
+grpc::ServerUnaryReactor* KServeGrpcService::ServerMetadata(grpc::CallbackServerContext* ctx,
+                                                            const grpc::ByteBuffer* raw_req,
+                                                            grpc::ByteBuffer* raw_resp) {
+  return RawUnary<inference::ServerMetadataRequest, inference::ServerMetadataResponse>(
+      security_, Role::kUnderstand, ctx, raw_req, raw_resp,
+      [&, ctx](const inference::ServerMetadataRequest* req, inference::ServerMetadataResponse* resp,
+               const Finish& finish) {
+        resp->set_name("hotline");
+        resp->set_version(version_);
+        return finish(grpc::Status::OK);
+      });
+}
+
+grpc::ServerUnaryReactor* KServeGrpcService::ModelMetadata(grpc::CallbackServerContext* ctx,
+                                                           const grpc::ByteBuffer* raw_req,
+                                                           grpc::ByteBuffer* raw_resp) {
+  return RawUnary<inference::ModelMetadataRequest, inference::ModelMetadataResponse>(
+      security_, Role::kUnderstand, ctx, raw_req, raw_resp,
+      [&, ctx](const inference::ModelMetadataRequest* req, inference::ModelMetadataResponse* resp,
+               const Finish& finish) {
+        try {
+          for (const auto& m : service_->ListModels()) {
+            if (m.name != req->name()) continue;
+            resp->set_name(m.name);
+            if (!m.version.empty()) {
+              resp->add_versions(m.version);
+            } else {
+              for (const auto& v : m.versions) resp->add_versions(v);
+            }
+            resp->set_platform("hotline_nlu");
+            auto add = [](auto* list, const char* name, const char* type) {
+              auto* t = list->Add();
+              t->set_name(name);
+              t->set_datatype(type);
+              t->add_shape(-1);
+            };
+            add(resp->mutable_inputs(), "text", "BYTES");
+            if (m.kind == "classifier") {  // per head: its label and its score
+              for (const std::string& h : m.heads) {
+                add(resp->mutable_outputs(), h.c_str(), "BYTES");
+                add(resp->mutable_outputs(), (h + "_score").c_str(), "FP32");
+              }
+              return finish(grpc::Status::OK);
+            }
+            add(resp->mutable_outputs(), "intent", "BYTES");
+            add(resp->mutable_outputs(), "confidence", "FP32");
+            add(resp->mutable_outputs(), "slots", "BYTES");
+            add(resp->mutable_outputs(), "department", "BYTES");
+            add(resp->mutable_outputs(), "category", "BYTES");
+            add(resp->mutable_outputs(), "category_name", "BYTES");
+            return finish(grpc::Status::OK);
+          }
+          return finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                     "no model named '" + EchoInput(req->name()) + "'"));
+        } catch (const Error& e) {
+          return finish(ToGrpc(Status::FromError(e)));
+        }
+      });
 }
 
 grpc::ServerUnaryReactor* KServeGrpcService::ModelInfer(grpc::CallbackServerContext* ctx,
-                                                        const inference::ModelInferRequest* req,
-                                                        inference::ModelInferResponse* resp) {
-  std::string client;
-  if (auto* denied = Refused(security_, ctx, Role::kUnderstand, &client)) return denied;
-  auto invalid = [&](const std::string& msg) {
-    return FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg));
-  };
-  if (req->inputs_size() != 1) {
-    return invalid("model takes exactly one input, \"text\" (BYTES); the request has " +
-                   std::to_string(req->inputs_size()));
-  }
-  const auto& input = req->inputs(0);
-  if (input.name() != "text" || input.datatype() != "BYTES") {
-    return invalid("model takes the input \"text\" of datatype BYTES; got \"" +
-                   EchoInput(input.name()) +
-                   "\" of " + input.datatype());
-  }
-  std::vector<std::string> texts;
-  try {
-    if (req->raw_input_contents_size() > 0) {
-      texts = DecodeBytesTensor(req->raw_input_contents(0));
-    } else {
-      texts.assign(input.contents().bytes_contents().begin(),
-                   input.contents().bytes_contents().end());
-    }
-  } catch (const Error& e) {
-    return invalid(e.what());
-  }
-  // Each dimension is checked before it is multiplied in: a negative one, or a product past
-  // what the request carries, is refused rather than wrapped around.
-  int64_t elements = 1;
-  for (int k = 0; k < input.shape_size(); ++k) {
-    const int64_t d = input.shape(k);
-    if (d < 0) {
-      return invalid("input \"text\" has a negative dimension " + std::to_string(d) +
-                     " at index " + std::to_string(k));
-    }
-    if (d > 0 && elements > int64_t(texts.size()) / d) {
-      return invalid("input \"text\" has a shape whose element count exceeds the " +
-                     std::to_string(texts.size()) + " elements it carries");
-    }
-    elements *= d;
-  }
-  if (input.shape_size() == 0 || elements != int64_t(texts.size())) {
-    return invalid("input \"text\" has shape of " + std::to_string(elements) +
-                   " elements but carries " + std::to_string(texts.size()));
-  }
-  // Output names are checked against the model's kind once its answer is here: a joint model's
-  // are intent, confidence, slots; a classifier's are <head> and <head>_score per head.
-  std::vector<std::string> wanted;
-  for (const auto& o : req->outputs()) wanted.push_back(o.name());
-
-  serving::UnderstandCall call;
-  call.texts = std::move(texts);
-  call.model = req->model_name();
-  call.request_id = req->id();
-  AttachContext(ctx, &call);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
-  resp->set_id(req->id());
-  service_->Understand(std::move(call), [reactor, resp, shape,
-                                         wanted](serving::UnderstandReply r) mutable {
-    if (r.status.ok() && !r.results.empty() && !r.results[0].heads.empty()) {
-      reactor->Finish(ClassifierOutputs(r, shape, wanted, resp));
-      return;
-    }
-    for (const std::string& name : wanted) {
-      if (r.status.ok() && !IsJointOutput(name)) {
-        reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                     "unknown output \"" + EchoInput(name) +
-                                         "\"; outputs are intent, confidence, slots, department, "
-                                         "category, category_name"));
-        return;
-      }
-    }
-    if (wanted.empty()) wanted = {"intent", "confidence", "slots"};
-    if (r.status.ok()) {
-      resp->set_model_name(r.model_name);
-      resp->set_model_version(r.model_version);
-      for (const std::string& name : wanted) {
-        auto* out = resp->add_outputs();
-        out->set_name(name);
-        for (int64_t d : shape) out->add_shape(d);
-        if (name == "confidence") {
-          out->set_datatype("FP32");
-          std::string raw(r.results.size() * sizeof(float), '\0');
-          for (size_t i = 0; i < r.results.size(); ++i) {
-            const float c = r.results[i].confidence;  // little-endian hosts only (x86, arm64)
-            std::memcpy(raw.data() + i * sizeof(float), &c, sizeof(float));
-          }
-          resp->add_raw_output_contents(std::move(raw));
-        } else {
-          out->set_datatype("BYTES");
-          std::vector<std::string> el;
-          for (const auto& u : r.results) el.push_back(JointBytes(name, u));
-          resp->add_raw_output_contents(EncodeBytesTensor(el));
+                                                        const grpc::ByteBuffer* raw_req,
+                                                        grpc::ByteBuffer* raw_resp) {
+  return RawUnary<inference::ModelInferRequest, inference::ModelInferResponse>(
+      security_, Role::kUnderstand, ctx, raw_req, raw_resp,
+      [&, ctx](const inference::ModelInferRequest* req, inference::ModelInferResponse* resp,
+               const Finish& finish) {
+        auto invalid = [&](const std::string& msg) {
+          return finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg));
+        };
+        if (req->inputs_size() != 1) {
+          return invalid("model takes exactly one input, \"text\" (BYTES); the request has " +
+                         std::to_string(req->inputs_size()));
         }
-      }
-    }
-    reactor->Finish(ToGrpc(r.status));
-  });
-  return reactor;
+        const auto& input = req->inputs(0);
+        if (input.name() != "text" || input.datatype() != "BYTES") {
+          return invalid("model takes the input \"text\" of datatype BYTES; got \"" +
+                         EchoInput(input.name()) + "\" of " + input.datatype());
+        }
+        std::vector<std::string> texts;
+        try {
+          if (req->raw_input_contents_size() > 0) {
+            texts = DecodeBytesTensor(req->raw_input_contents(0));
+          } else {
+            texts.assign(input.contents().bytes_contents().begin(),
+                         input.contents().bytes_contents().end());
+          }
+        } catch (const Error& e) {
+          return invalid(e.what());
+        }
+        // Each dimension is checked before it is multiplied in: a negative one, or a product past
+        // what the request carries, is refused rather than wrapped around.
+        int64_t elements = 1;
+        for (int k = 0; k < input.shape_size(); ++k) {
+          const int64_t d = input.shape(k);
+          if (d < 0) {
+            return invalid("input \"text\" has a negative dimension " + std::to_string(d) +
+                           " at index " + std::to_string(k));
+          }
+          if (d > 0 && elements > int64_t(texts.size()) / d) {
+            return invalid("input \"text\" has a shape whose element count exceeds the " +
+                           std::to_string(texts.size()) + " elements it carries");
+          }
+          elements *= d;
+        }
+        if (input.shape_size() == 0 || elements != int64_t(texts.size())) {
+          return invalid("input \"text\" has shape of " + std::to_string(elements) +
+                         " elements but carries " + std::to_string(texts.size()));
+        }
+        // Output names are checked against the model's kind once its answer is here: a joint
+        // model's are intent, confidence, slots; a classifier's are <head> and <head>_score per
+        // head.
+        std::vector<std::string> wanted;
+        for (const auto& o : req->outputs()) wanted.push_back(o.name());
+
+        serving::UnderstandCall call;
+        call.texts = std::move(texts);
+        call.model = req->model_name();
+        call.request_id = req->id();
+        AttachContext(ctx, &call);
+        std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
+        resp->set_id(req->id());
+        service_->Understand(std::move(call), [finish, resp, shape,
+                                               wanted](serving::UnderstandReply r) mutable {
+          if (r.status.ok() && !r.results.empty() && !r.results[0].heads.empty()) {
+            finish(ClassifierOutputs(r, shape, wanted, resp));
+            return;
+          }
+          for (const std::string& name : wanted) {
+            if (r.status.ok() && !IsJointOutput(name)) {
+              finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  "unknown output \"" + EchoInput(name) +
+                                      "\"; outputs are intent, confidence, slots, department, "
+                                      "category, category_name"));
+              return;
+            }
+          }
+          if (wanted.empty()) wanted = {"intent", "confidence", "slots"};
+          if (r.status.ok()) {
+            resp->set_model_name(r.model_name);
+            resp->set_model_version(r.model_version);
+            for (const std::string& name : wanted) {
+              auto* out = resp->add_outputs();
+              out->set_name(name);
+              for (int64_t d : shape) out->add_shape(d);
+              if (name == "confidence") {
+                out->set_datatype("FP32");
+                std::string raw(r.results.size() * sizeof(float), '\0');
+                for (size_t i = 0; i < r.results.size(); ++i) {
+                  const float c = r.results[i].confidence;  // little-endian hosts only (x86, arm64)
+                  std::memcpy(raw.data() + i * sizeof(float), &c, sizeof(float));
+                }
+                resp->add_raw_output_contents(std::move(raw));
+              } else {
+                out->set_datatype("BYTES");
+                std::vector<std::string> el;
+                for (const auto& u : r.results) el.push_back(JointBytes(name, u));
+                resp->add_raw_output_contents(EncodeBytesTensor(el));
+              }
+            }
+          }
+          finish(ToGrpc(r.status));
+        });
+      });
 }
 
 }  // namespace hotline::frontends

@@ -21,8 +21,8 @@ namespace hotline::frontends {
 using HotlineServiceBase = hotline::v1::Hotline::WithRawCallbackMethod_Understand<
     hotline::v1::Hotline::WithRawCallbackMethod_UnderstandBatch<
         hotline::v1::Hotline::WithCallbackMethod_ListModels<
-            hotline::v1::Hotline::WithCallbackMethod_LoadModel<
-                hotline::v1::Hotline::WithCallbackMethod_UnloadModel<
+            hotline::v1::Hotline::WithRawCallbackMethod_LoadModel<
+                hotline::v1::Hotline::WithRawCallbackMethod_UnloadModel<
                     hotline::v1::Hotline::WithRawCallbackMethod_Converse<
                         hotline::v1::Hotline::WithRawCallbackMethod_EndCall<
                             hotline::v1::Hotline::WithRawCallbackMethod_GetWorkOrder<
@@ -47,12 +47,11 @@ class HotlineGrpcService final : public HotlineServiceBase {
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
                                        const hotline::v1::ListModelsRequest* req,
                                        hotline::v1::ListModelsResponse* resp) override;
-  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx,
-                                      const hotline::v1::LoadModelRequest* req,
-                                      hotline::v1::LoadModelResponse* resp) override;
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                      grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx,
-                                        const hotline::v1::UnloadModelRequest* req,
-                                        hotline::v1::UnloadModelResponse* resp) override;
+                                        const grpc::ByteBuffer* req,
+                                        grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* Converse(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                      grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* EndCall(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
@@ -77,30 +76,40 @@ class HotlineGrpcService final : public HotlineServiceBase {
 // Model I/O over KServe v2: input "text" (BYTES, any shape; one element per utterance), outputs
 // "intent" (BYTES), "confidence" (FP32) and "slots" (BYTES, JSON list per utterance), each in the
 // input's shape, written to raw_output_contents.
-class KServeGrpcService final : public inference::GRPCInferenceService::CallbackService {
+// Every method parses its own request (INVALID_ARGUMENT with a reason for bytes that are not a
+// valid message; gRPC's callback API would answer UNIMPLEMENTED without one).
+using KServeServiceBase = inference::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
+    inference::GRPCInferenceService::WithRawCallbackMethod_ServerReady<
+        inference::GRPCInferenceService::WithRawCallbackMethod_ModelReady<
+            inference::GRPCInferenceService::WithRawCallbackMethod_ServerMetadata<
+                inference::GRPCInferenceService::WithRawCallbackMethod_ModelMetadata<
+                    inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
+                        inference::GRPCInferenceService::Service>>>>>>;
+
+class KServeGrpcService final : public KServeServiceBase {
  public:
   KServeGrpcService(serving::Service* service, std::string server_version,
                     Security* security = nullptr)
       : service_(service), version_(std::move(server_version)), security_(security) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
-                                       const inference::ServerLiveRequest* req,
-                                       inference::ServerLiveResponse* resp) override;
+                                       const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx,
-                                        const inference::ServerReadyRequest* req,
-                                        inference::ServerReadyResponse* resp) override;
+                                        const grpc::ByteBuffer* req,
+                                        grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
-                                       const inference::ModelReadyRequest* req,
-                                       inference::ModelReadyResponse* resp) override;
+                                       const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
-                                           const inference::ServerMetadataRequest* req,
-                                           inference::ServerMetadataResponse* resp) override;
+                                           const grpc::ByteBuffer* req,
+                                           grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
-                                          const inference::ModelMetadataRequest* req,
-                                          inference::ModelMetadataResponse* resp) override;
+                                          const grpc::ByteBuffer* req,
+                                          grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
-                                       const inference::ModelInferRequest* req,
-                                       inference::ModelInferResponse* resp) override;
+                                       const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override;
 
  private:
   serving::Service* const service_;

@@ -266,3 +266,30 @@ def test_an_ipv6_host_serves_both_transports(stubs, tmp_path):
     out = p.stderr + p.stdout
     assert p.returncode != 0
     assert f"[2001:db8::1]:{grpc_port}" in out and "host 2001:db8::1 is not" in out, out
+
+
+def test_malformed_protobuf_is_invalid_argument_with_a_reason(server):
+    """Bytes that are not a valid message (a field whose length runs past the end) get
+    INVALID_ARGUMENT naming the message type, on the admin and KServe methods too (they got
+    UNIMPLEMENTED without a message)."""
+    bad = b"\x0a\xff\xff\x03ab"
+    with grpc.insecure_channel(server.target) as ch:
+        for method, message in [
+                ("/hotline.v1.Hotline/LoadModel", "hotline.v1.LoadModelRequest"),
+                ("/hotline.v1.Hotline/UnloadModel", "hotline.v1.UnloadModelRequest"),
+                ("/inference.GRPCInferenceService/ModelInfer", "inference.ModelInferRequest"),
+                ("/inference.GRPCInferenceService/ModelReady", "inference.ModelReadyRequest"),
+                ("/inference.GRPCInferenceService/ModelMetadata",
+                 "inference.ModelMetadataRequest"),
+                ("/inference.GRPCInferenceService/ServerLive", "inference.ServerLiveRequest")]:
+            call = ch.unary_unary(method, request_serializer=None, response_deserializer=None)
+            try:
+                call(bad, timeout=30)
+                raise AssertionError(f"{method} accepted malformed bytes")
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, e.code())
+                assert message in e.details(), (method, e.details())
+        # A well-formed call still works on the raw path.
+        live = ch.unary_unary("/inference.GRPCInferenceService/ServerLive",
+                              request_serializer=None, response_deserializer=None)
+        assert live(b"", timeout=30) == b"\x08\x01"  # ServerLiveResponse{live: true}
