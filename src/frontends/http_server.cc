@@ -165,9 +165,10 @@ class DeadlineStream final : public httplib::Stream {
 void SendRaw(DeadlineStream& strm, int status, const char* reason, const std::string& code,
              const std::string& message, bool retry_after) {
   const std::string body = "{\"code\":\"" + code + "\",\"message\":\"" + message + "\"}";
-  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                    "\r\nContent-Type: application/json\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\nConnection: close\r\n";
+  std::string out =
+      "HTTP/1.1 " + std::to_string(status) + " " + reason +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\nConnection: close\r\n";
   if (retry_after) out += "Retry-After: 1\r\n";
   out += "\r\n" + body;
   size_t off = 0;

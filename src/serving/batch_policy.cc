@@ -31,7 +31,8 @@ void CostModel::Observe(int tokens, double seconds) {
 
 Duration CostModel::Estimate(long tokens, long executions) const {
   if (n_ == 0) return Duration::zero();
-  const double s = fixed_ * double(std::max(0L, executions)) + per_token_ * double(std::max(0L, tokens));
+  const double s =
+      fixed_ * double(std::max(0L, executions)) + per_token_ * double(std::max(0L, tokens));
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
 
@@ -64,9 +65,8 @@ BatchDecision DecideBatch(const BatchingOptions& options, std::span<const Queued
       const QueuedItem& item = queue[i];
       if (!d.run.empty()) {
         const TimePoint must_end = std::min(batch_deadline, item.deadline);
-        const bool in_time =
-            !costed || must_end == TimePoint::max() ||
-            must_end - now >= cost->Estimate(tokens + item.tokens);
+        const bool in_time = !costed || must_end == TimePoint::max() ||
+                             must_end - now >= cost->Estimate(tokens + item.tokens);
         if (d.run.size() >= max_size || tokens + item.tokens > options.max_batch_tokens ||
             !in_time) {
           full = true;

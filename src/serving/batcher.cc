@@ -9,8 +9,8 @@ namespace {
 
 double Seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 std::string Ms(Duration d) {
-  return std::to_string(std::max<long long>(
-      0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count()));
+  return std::to_string(
+      std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count()));
 }
 
 }  // namespace
@@ -55,10 +55,10 @@ Status Batcher::Enqueue(std::vector<WorkItem> items) {
 Status Batcher::Admit(const std::vector<WorkItem>& items, TimePoint now,
                       TimePoint* predicted) const {
   if (queue_.size() + items.size() > size_t(options_.max_queue_size)) {
-    return Status(Code::kResourceExhausted,
-                  "model " + model_name_ + " queue is full (" + std::to_string(queue_.size()) +
-                      " of " + std::to_string(options_.max_queue_size) +
-                      " queued); retry later or lower the request rate");
+    return Status(Code::kResourceExhausted, "model " + model_name_ + " queue is full (" +
+                                                std::to_string(queue_.size()) + " of " +
+                                                std::to_string(options_.max_queue_size) +
+                                                " queued); retry later or lower the request rate");
   }
   long own_tokens = 0;
   TimePoint deadline = TimePoint::max();
@@ -81,8 +81,8 @@ Status Batcher::Admit(const std::vector<WorkItem>& items, TimePoint now,
   if (ahead == 0 && Probe(now)) return Status::Ok();  // its execution refreshes the cost
   Duration busy = Duration::zero();
   if (!idle) {
-    busy = std::max(Duration::zero(),
-                    *std::min_element(busy_until_.begin(), busy_until_.end()) - now);
+    busy =
+        std::max(Duration::zero(), *std::min_element(busy_until_.begin(), busy_until_.end()) - now);
   }
   const long batch = std::max(1, options_.max_batch_size);
   // Scaled by how the predictions compared with the answers (CPU shared with other work,
@@ -99,8 +99,9 @@ Status Batcher::Admit(const std::vector<WorkItem>& items, TimePoint now,
                       Ms(options_.max_queue_wait) + "; retry later or lower the request rate");
   }
   const long n = long(items.size());
-  const Duration finish = scaled(
-      busy + cost_.Estimate(ahead_tokens + own_tokens, (ahead + n + batch - 1) / batch) / instances_);
+  const Duration finish =
+      scaled(busy + cost_.Estimate(ahead_tokens + own_tokens, (ahead + n + batch - 1) / batch) /
+                        instances_);
   *predicted = now + finish;
   if (deadline == TimePoint::max()) return Status::Ok();
   const Duration alone = cost_.Estimate(own_tokens, (n + batch - 1) / batch);

@@ -40,8 +40,8 @@ struct WorkItem {
   // separate model calls of the same batch.
   std::optional<std::chrono::system_clock::time_point> reference_time;
   TimePoint predicted_finish = TimePoint::max();  // set at admission when the cost is known
-  std::function<bool()> cancelled;       // optional; checked just before execution
-  std::function<void(ItemResult)> done;  // required; must not throw
+  std::function<bool()> cancelled;                // optional; checked just before execution
+  std::function<void(ItemResult)> done;           // required; must not throw
 };
 
 class Batcher {
@@ -94,7 +94,7 @@ class Batcher {
   Gauge* queue_depth_gauge_ = nullptr;
   Gauge* in_flight_gauge_ = nullptr;
 
-  mutable std::mutex mu_;  // guards queue_, in_flight_, stopping_, cost_, busy_until_
+  mutable std::mutex mu_;            // guards queue_, in_flight_, stopping_, cost_, busy_until_
   std::condition_variable work_cv_;  // signalled on admission and on Stop()
   std::deque<WorkItem> queue_;
   int in_flight_ = 0;
@@ -104,7 +104,7 @@ class Batcher {
   // Answers' latency over the cost model's prediction at admission (EWMA, 1..8): the model's
   // execution time alone misses the CPU shared with other work and the thread hand-offs.
   double latency_factor_ = 1.0;
-  bool Probe(TimePoint now) const {    // under mu_
+  bool Probe(TimePoint now) const {  // under mu_
     return busy_until_.empty() && now - last_run_end_ >= std::chrono::seconds(1);
   }
   bool stopping_ = false;
