@@ -12,13 +12,23 @@ if [[ -z "$cmd" || -z "$port" || ! "$port" =~ ^[0-9]+$ ]]; then
 fi
 dir="${3:-/tmp/hotline-redis-$port}"
 pidfile="$dir/redis.pid"
+# The pid file names a running redis-server: alive, not a zombie (a server killed with -9 whose
+# parent has not reaped it still passes kill -0), and not another program that took the pid.
+running() {
+  [[ -f "$pidfile" ]] || return 1
+  local pid; pid="$(cat "$pidfile")"
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]] || return 1
+  [[ "$(ps -o comm= -p "$pid" 2>/dev/null)" == redis-server* ]]
+}
 case "$cmd" in
   start)
     command -v redis-server >/dev/null || { echo "redis.sh: redis-server not installed (bash scripts/setup.sh)" >&2; exit 1; }
     mkdir -p "$dir"
-    if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    if running; then
       echo "redis.sh: already running on port $port (pid $(cat "$pidfile"))"; exit 0
     fi
+    rm -f "$pidfile"  # stale: its server is gone
     auth=()
     if [[ -n "${REDIS_PASSWORD:-}" ]]; then auth=(--requirepass "$REDIS_PASSWORD"); fi
     redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --pidfile "$pidfile" \
@@ -33,14 +43,12 @@ case "$cmd" in
     tail -5 "$dir/redis.log" >&2 || true
     exit 1 ;;
   stop)
-    if [[ -f "$pidfile" ]]; then
+    if running; then
       pid="$(cat "$pidfile")"
-      if kill -0 "$pid" 2>/dev/null; then
-        kill "$pid"
-        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-      fi
-      rm -f "$pidfile"
+      kill "$pid"
+      for _ in $(seq 1 100); do running || break; sleep 0.05; done
     fi
+    rm -f "$pidfile"
     echo "redis.sh: stopped port $port" ;;
   *) echo "usage: $0 start|stop PORT [DIR]" >&2; exit 2 ;;
 esac
