@@ -271,7 +271,9 @@ std::vector<std::string> DigitRuns(const std::string& text) {
       continue;
     }
     if ((c == U'X' || c == U'x' || c == U'叉' || c == U'Ｘ') && cur.size() == 17) {
-      cur += 'X';
+      // The check character ends an ID number: digits after it (a phone said next) are a new run.
+      runs.push_back(cur + 'X');
+      cur.clear();
       continue;
     }
     if ((c == U' ' || c == U'-' || c == U'—' || c == U'　') && !cur.empty()) continue;

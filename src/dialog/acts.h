@@ -57,8 +57,8 @@ size_t FindWord(const std::string& text, const std::string& word);
 // The first keyword of `words` found in text (FindWord), "" when none.
 std::string FindAny(const std::string& text, const std::vector<std::string>& words);
 // Runs of digits in the text, spoken Chinese digits and full-width digits read as ASCII ones
-// ("幺三八" -> 138); an X/x/叉 right after 17 digits is kept (ID check character). Separators
-// (spaces, dashes) inside a run are skipped.
+// ("幺三八" -> 138); an X/x/叉 right after 17 digits is kept (ID check character) and ends the
+// run. Separators (spaces, dashes) inside a run are skipped.
 std::vector<std::string> DigitRuns(const std::string& text);
 
 }  // namespace hotline::dialog

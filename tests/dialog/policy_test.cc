@@ -721,6 +721,12 @@ TEST(ActsTest, ReadsSeveralActsAndCorrectionsByRule) {
   EXPECT_TRUE(ReadActs("还有一个事，电梯也坏了").more);
   EXPECT_EQ(DigitRuns("身份证幺幺零幺零五一九四九一二三一零零二叉"),
             (std::vector<std::string>{"11010519491231002X"}));
+  // The check character ends the ID: a phone said after it with a space is a run of its own
+  // (found by fuzz/slots_fuzz.cc; before, one 29-character run hid both).
+  EXPECT_EQ(DigitRuns("11010519491231002叉 13812345678"),
+            (std::vector<std::string>{"11010519491231002X", "13812345678"}));
+  EXPECT_EQ(DigitRuns("11010519491231002x-0"),
+            (std::vector<std::string>{"11010519491231002X", "0"}));
 }
 
 class RulesTest : public ::testing::Test {
