@@ -1,5 +1,6 @@
-"""Writes the fuzzers' seed corpora (corpus/tokenizer, corpus/plan): a few small inputs each.
-The plans follow src/engine/plan.h (format version 2). Run from anywhere; overwrites the seeds."""
+"""Writes the fuzzers' seed corpora (corpus/tokenizer, corpus/plan, corpus/slots): a few small
+inputs each. The plans follow src/engine/plan.h (format version 2). Run from anywhere; overwrites
+the seeds."""
 import json
 import pathlib
 import struct
@@ -50,6 +51,17 @@ seeds = {
     "tokenizer/mixed": b"\xff" + "Calling 12345, ÉÈ café！ＡＢＣ [SEP] hotline".encode(),
     "tokenizer/phone": b"\x09" + "我的电话是138 1234 5678，身份证11010519491231002X".encode(),
     "tokenizer/bad_utf8": b"\x01abc\xff\xc0\x80\xed\xa0\x80",
+    # First 4 bytes: seconds added to the reference time (little endian); the rest is the text.
+    "slots/phone": b"\0\0\0\0" + "幺三八 1234-5678 转 123".encode(),
+    "slots/id": b"\x10\0\0\0" + "11010519491231002叉".encode(),
+    "slots/time": b"\0\x10\0\0" + "上周三晚上八点半".encode(),
+    "slots/amount": b"\0\0\0\0" + "一万二千三百块五毛".encode(),
+    "slots/plate": b"\0\0\0\0" + "粤b·d12345".encode(),
+    "slots/correction": b"\0\0\0\0" + "不是电子二路，是电子三路18号，最后一位是五".encode(),
+    "slots/address": b"\0\0\0\0" + "海南省海口市龙华区荷光路南一巷12号".encode(),
+    "slots/rfc3339": b"\0\0\0\0" + b"2026-12-01T10:00:00.25+08:00",
+    "slots/id_then_phone": b"\0\0\0\0" + "11010519491231002叉 13812345678".encode(),
+    "slots/bad_utf8": b"\xff\xff\xff\xff" + b"\xe4\xb8\x80\xff\xc0\x80gd-2026 x",
 }
 for rel, data in seeds.items():
     p = HERE / "corpus" / rel

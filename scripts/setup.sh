@@ -16,6 +16,7 @@ DEB_PACKAGES=(
   redis-server prometheus libcpp-httplib-dev tmux
   libssl-dev openssl curl        # TLS for gRPC and HTTP; the TLS tests make certificates, use curl
   iproute2                       # ss: the HTTP listen backlog test (tests/e2e/test_pressure.py)
+  clang libclang-rt-dev          # the libFuzzer targets (fuzz/), run in make test and make fuzz
   libpq-dev postgresql           # work orders in PostgreSQL; tests run a throwaway cluster
   python3 python3-venv python3-pip python3-numpy python3-yaml
   python3-torch libopenblas0-openmp
