@@ -292,10 +292,7 @@ void InstallHttpRoutes(httplib::Server& server, serving::Service& service,
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     }
-    // The console's own files (/console/*: HTML, scripts, styles) hold no data, and a browser
-    // opening the page sends no key: they are served to anyone; the page's API calls carry one.
-    const bool console_file = req.method == "GET" && req.path.rfind("/console/", 0) == 0;
-    if (security && security->auth_enabled() && !console_file) {
+    if (security && security->auth_enabled()) {
       const AuthDecision auth = security->Check(Credential(req), RoleFor(req));
       if (auth.status.ok()) return httplib::Server::HandlerResponse::Unhandled;
       if (auth.status.code() == Code::kUnauthenticated) {
