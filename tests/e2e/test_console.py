@@ -329,6 +329,8 @@ def test_roles_mask_personal_values_and_bad_input_is_refused(secured):
                  "/console/nothing.js", "/console/.hidden.js"]:
         assert secured.raw_http(path, headers=key("sup"))[0] in (400, 404), path
     assert secured.raw_http("/console/app.js", headers=key("sup"))[0] == 200
+    # With clients configured the page's files need a key too (a proxy adds it; deploy/README).
+    assert secured.raw_http("/console/")[0] == 401
     # A merge closes the duplicate with a note on both.
     second = call(secured, cid + "b", ["我家停水了", "天河区荷光路12号3楼", "对的"], headers=key("conv"))
     dup = second[-1]["work_order_id"]
