@@ -287,8 +287,7 @@ def main(argv=None):
         with open(os.path.join(a.init_model, "labels.json"), encoding="utf-8") as f:
             known = json.load(f)
         departments += [k for k in known.get("department", []) if k not in dep_count]
-        if categories or known.get("category"):
-            categories += [k for k in known.get("category", []) if k not in cat_count]
+        categories += [k for k in known.get("category", []) if k not in cat_count]
     heads = {"department": len(departments)}
     if categories:
         heads["category"] = len(categories)

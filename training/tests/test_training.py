@@ -242,9 +242,8 @@ def test_novel_stems_keep_tails_context_and_other_spans(workdir, tax):
                 assert slot in train.NOVEL_SLOTS
                 renamed += 1
                 # A stem of 1-4 name or common characters, then a tail of the old value.
-                tail = next(k for k in range(1, len(a)) if b[-k:] == a[-k:] and
-                            1 <= len(b) - k <= 4 and set(b[:len(b) - k]) <= stems)
-                assert tail >= 1
+                assert any(b[-k:] == a[-k:] and 1 <= len(b) - k <= 4 and
+                           set(b[:len(b) - k]) <= stems for k in range(1, len(a))), (a, b)
     assert renamed > 0
 
 
