@@ -200,8 +200,56 @@ class Augmenter:
                                   if slot in NOVEL_SLOTS + ("person_name",) for v in vals for t in v
                                   if t in self.homophones})
         self.punct = set(asr.get("punct", []))
+        self.places, self.place_intents, self.seps = [], set(), []
+        if getattr(args, "aug_place", 0.0) > 0 or getattr(args, "aug_tail_place", 0.0) > 0:
+            self._load_places(data)
         if a_asr(args) > 0 and not self.homophones:
             raise ValueError("--aug-asr needs the encoded data's ASR tables: re-encode (--cache)")
+
+    def _load_places(self, data):
+        """Token ids of made-up places of the kinds the generator's address pools lack (rivers,
+        markets, villages said alone, highways: data_gen/pools.natural_place)."""
+        a = self.args
+        if not a.vocab or file_sha(a.vocab) != data["vocab_sha"]:
+            raise ValueError("--aug-place / --aug-tail-place: --vocab must be the vocabulary the "
+                             f"data was encoded with (sha {data['vocab_sha']})")
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_gen"))
+        import pools
+        enc = Encoder(a.vocab, self.tax, self.max_length)
+        prng = random.Random(a.seed + 17)
+        names = sorted({pools.natural_place(prng) for _ in range(20000)})
+        self.places = [enc.tokenize(n)[0][1:-1] for n in names]
+        self.seps = [[], enc.tokenize("，")[0][1:-1]]
+        # Intents whose calls carry an address at all: only there does a trailing place belong.
+        self.place_intents = {i for (i, slot) in self.pool if slot == "address"}
+
+    def place(self, ids, tags):
+        """Address values replaced by made-up places of other kinds (水库, 菜市场, 赵庄)."""
+        rng, tax = self.rng, self.tax
+        new_ids, new_tags, prev = [], [], 0
+        for s, e, slot in span_pieces(ids, tags, tax):
+            if slot != "address" or rng.random() < 0.5:
+                continue
+            val = rng.choice(self.places)
+            new_ids += ids[prev:s] + val
+            new_tags += tags[prev:s] + [tax.tag_index["B-address"]] + \
+                [tax.tag_index["I-address"]] * (len(val) - 1)
+            prev = e
+        return new_ids + ids[prev:], new_tags + tags[prev:]
+
+    def tail_place(self, ex, ids, tags):
+        """A place said as an afterthought at the end (河里漂满了死鱼 清水河), for a call that
+        named none: callers often give the problem first and the place last."""
+        tax, rng = self.tax, self.rng
+        if ex["intent"] not in self.place_intents or any(t == IGNORE for t in tags[1:-1]):
+            return ids, tags
+        if any(slot in ("address", "district") for _, _, slot in span_pieces(ids, tags, tax)):
+            return ids, tags
+        pool = self.pool.get((ex["intent"], "address"))
+        val = rng.choice(self.places) if rng.random() < 0.6 or not pool else rng.choice(pool)
+        sep = rng.choice(self.seps)
+        lab = [tax.tag_index["B-address"]] + [tax.tag_index["I-address"]] * (len(val) - 1)
+        return ids[:-1] + sep + val + ids[-1:], tags[:-1] + [0] * len(sep) + lab + tags[-1:]
 
     def asr_noise(self, ids, tags):
         """What a speech recogniser makes of the text: punctuation gone (often), characters
@@ -276,6 +324,10 @@ class Augmenter:
             ids, tags = new_ids + ids[prev:], new_tags + tags[prev:]
         if getattr(a, "aug_novel", 0.0) > 0 and rng.random() < a.aug_novel:
             ids, tags = self.novel(ids, tags)
+        if getattr(a, "aug_place", 0.0) > 0 and rng.random() < a.aug_place:
+            ids, tags = self.place(ids, tags)
+        if getattr(a, "aug_tail_place", 0.0) > 0 and rng.random() < a.aug_tail_place:
+            ids, tags = self.tail_place(ex, ids, tags)
         if a.aug_drop > 0 and rng.random() < a.aug_drop and len(ids) > 6:  # character dropout
             keep = [t for t in range(len(ids)) if tags[t] != 0 or rng.random() > 0.1]
             if len(keep) < len(ids):
@@ -534,6 +586,11 @@ def main(argv=None):
                     help="P(replace slot values by other training values of the same type and intent)")
     ap.add_argument("--aug-novel", type=float, default=0.0,
                     help="P(organisation/address values get a made-up stem, their tail kept)")
+    ap.add_argument("--aug-place", type=float, default=0.0,
+                    help="P(address values become made-up places of other kinds: rivers, "
+                    "markets, villages, highways; needs --vocab)")
+    ap.add_argument("--aug-tail-place", type=float, default=0.0,
+                    help="P(a call without a place gets one appended at its end; needs --vocab)")
     ap.add_argument("--aug-drop", type=float, default=0.2, help="P(character dropout, 10%% of O)")
     ap.add_argument("--aug-filler", type=float, default=0.2, help="P(insert a filler word)")
     ap.add_argument("--time-budget", type=float,

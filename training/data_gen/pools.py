@@ -292,6 +292,45 @@ def address(rng, variant=None):
     raise ValueError(f"unknown address variant {variant!r}")
 
 
+# Places that the address variants above rarely make: water, roads between towns, markets and
+# yards, villages named without a town, institutions' buildings. Used only by train-time
+# augmentation (train.py --aug-place), so that adding them leaves the generated splits unchanged.
+_WATER = ["河", "江", "湖", "水库", "渠", "河沟", "塘", "河滩", "湿地公园"]
+_YARDS = ["菜市场", "农贸市场", "批发市场", "夜市", "步行街", "物流园", "工业园", "开发区", "加油站",
+          "汽车站", "客运站", "停车场", "体育馆", "大学城", "城中村", "棚户区", "百货大楼", "大厦",
+          "商场", "公园", "广场", "码头", "货场", "砖厂", "采石场", "垃圾场", "中转站", "老街"]
+_BUILDINGS = ["老干部楼", "家属楼", "宿舍楼", "职工宿舍", "家属院", "安置房", "还建房", "筒子楼"]
+_WATER_PARTS = ["东段", "西段", "南段", "北段", "下游", "上游"]
+_GATES = ["北门", "南门", "东门", "西口", "东口", "后门"]
+
+
+def natural_place(rng):
+    r = rng.random()
+    stem = pick(rng, ROAD_STEMS + TOWN_STEMS + COMPOUND_STEMS)
+    if r < 0.2:
+        name = stem + pick(rng, _WATER) + (pick(rng, _WATER_PARTS) if chance(rng, 0.2) else "")
+    elif r < 0.45:
+        name = stem + pick(rng, _YARDS) + (pick(rng, _GATES) if chance(rng, 0.2) else "")
+    elif r < 0.6:  # village or hamlet said on its own: 赵庄, 马家村, 上湾村, 柳树屯
+        s = pick(rng, SURNAMES)
+        name = pick(rng, [s + "庄", s + "家村", s + "家湾", s + "家坝", s + "家寨", s + "营",
+                          pick(rng, ["上", "下", "前", "后", "东", "西"]) + pick(rng, ["湾", "河", "坪", "岗"]) + "村",
+                          pick(rng, TOWN_STEMS) + "屯", pick(rng, TOWN_STEMS) + "村"])
+    elif r < 0.72:  # roads between places: 绕城高速, 318国道, 二环高架
+        name = pick(rng, ["绕城高速", "环城高速", "机场高速", "二环高架", "三环高架", "内环高架",
+                          f"{rng.randrange(101, 330)}国道", f"省道S{rng.randrange(101, 330)}",
+                          stem + "高速", stem + "大桥", stem + "隧道", stem + "立交"])
+    elif r < 0.82:
+        name = pick(rng, [stem, pick(rng, ["市", "县", "区"])]) + pick(rng, _BUILDINGS) if chance(rng, 0.5) \
+            else pick(rng, ["铁路", "电力", "粮食局", "自来水公司", "供销社", "化肥厂", "纺织厂"]) + pick(rng, _BUILDINGS)
+    else:
+        name = pick(rng, ["人民医院", "中医院", "妇幼保健院", "实验小学", "第一中学", "人民公园",
+                          "市民中心", "体育中心", "火车站", "高铁站", "汽车南站", "中心广场"])
+        if chance(rng, 0.4):
+            name = stem + name
+    return name
+
+
 # ---------------------------------------------------------------- time
 
 DAYS_PAST = ["昨天", "前天", "今天", "大前天", "上周三", "上周五", "上个星期一", "上星期天", "上礼拜六",

@@ -247,6 +247,51 @@ def test_novel_stems_keep_tails_context_and_other_spans(workdir, tax):
     assert renamed > 0
 
 
+def test_place_augmentation_relabels_only_addresses_and_appends_a_tail(workdir, tax):
+    data = train.encode_splits(str(workdir / "data"), str(workdir / "vocab.txt"), tax, 128)
+
+    class A:  # argparse-like: only the place augmentations
+        aug_swap, aug_drop, aug_filler, aug_place, aug_tail_place = 0.0, 0.0, 0.0, 1.0, 0.0
+        vocab, seed = str(workdir / "vocab.txt"), 3
+    aug = train.Augmenter(data, tax, A, random.Random(7))
+    places = {tuple(p) for p in aug.places}
+    assert len(places) > 1000
+    replaced = 0
+    for _ in range(10):
+        for ex in data["splits"]["train"]:
+            ids, tags = aug(ex)
+            old = train.span_pieces(ex["ids"], ex["tags"], tax)
+            new = train.span_pieces(ids, tags, tax)
+            assert [p[2] for p in new] == [p[2] for p in old]
+            for (s0, e0, slot), (s1, e1, _) in zip(old, new):
+                if ex["ids"][s0:e0] != ids[s1:e1]:
+                    assert slot == "address" and tuple(ids[s1:e1]) in places
+                    replaced += 1
+    assert replaced > 0
+
+    A.aug_place, A.aug_tail_place = 0.0, 1.0
+    aug = train.Augmenter(data, tax, A, random.Random(8))
+    tailed = 0
+    # The same calls with their spans taken away: those of place intents must get a tail.
+    bare = [dict(ex, tags=[train.IGNORE] + [0] * (len(ex["ids"]) - 2) + [train.IGNORE])
+            for ex in data["splits"]["train"]]
+    for ex in data["splits"]["train"] + bare:
+        ids, tags = aug(ex)
+        old = train.span_pieces(ex["ids"], ex["tags"], tax)
+        if ids == ex["ids"]:
+            # Left alone: the call names a place already, or its intent never has one.
+            assert (any(p[2] in ("address", "district") for p in old)
+                    or ex["intent"] not in aug.place_intents)
+            continue
+        tailed += 1
+        n = len(ex["ids"]) - 1  # the old text, [SEP] excepted, is a prefix of the new one
+        assert ids[:n] == ex["ids"][:n] and tags[:n] == ex["tags"][:n] and ids[-1] == ex["ids"][-1]
+        new = train.span_pieces(ids, tags, tax)
+        assert new[:-1] == old and new[-1][2] == "address" and new[-1][1] == len(ids) - 1
+        assert new[-1][0] - n in (0, len(aug.seps[1]))
+    assert tailed > 0
+
+
 def test_smoke_train_export_parity(workdir, tax):
     common_args = ["--data", str(workdir / "data"), "--vocab", str(workdir / "vocab.txt"),
                    "--layers", "1", "--hidden", "32", "--heads", "2", "--ffn", "64",
