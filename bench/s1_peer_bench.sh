@@ -73,12 +73,13 @@ yaml.safe_dump(y, open(sys.argv[1], "w", encoding="utf-8"), allow_unicode=True)
 PYEOF
   PORT="$(free_port)"
   # The shipped config/server.yaml (log_requests and all), on free ports and this repository,
-  # without its dialog section (S1 measures Understand).
+  # without its dialog and console sections (S1 measures Understand).
   "$PY" - "$work/server.yaml" "$PORT" "$(free_port)" "$repo" "$1" <<'PYEOF'
 import sys, yaml
 out, grpc_port, http_port, repo, precision = sys.argv[1:]
 c = yaml.safe_load(open("config/server.yaml", encoding="utf-8"))
 c.pop("dialog", None)
+c.pop("console", None)  # the console shows dialog calls: it goes with the dialog section
 c.update({"host": "127.0.0.1", "grpc_port": int(grpc_port), "http_port": int(http_port),
           "model_repository": repo, "startup_models": ["*"], "default_model": "default",
           "precision": precision})
