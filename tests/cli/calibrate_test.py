@@ -105,7 +105,9 @@ def test_calibrate_records_table_and_gate(env, calibrated):
 def test_default_gate_holds_agreement_of_99_5(env):
     """At the default bar the gate moves layers back until agreement is >= 99.5% (or fails)."""
     model = copy_model(env, "strict")
-    p = calibrate(env, model, "--classes", "w7", "--gate-lines", "100")
+    # Ranges clipped at the 95th percentile: the all-INT8 build then misses the bar whatever the
+    # calibration text holds, so the gate's moving GEMMs back to FP32 is what runs here.
+    p = calibrate(env, model, "--classes", "w7", "--gate-lines", "100", "--percentile", "95")
     doc = json.load(open(os.path.join(model, CALFILE)))
     assert doc["gate"]["min_intent_agreement"] == 99.5 and doc["gate"]["n"] == 100
     c = doc["classes"]["w7"]
