@@ -39,11 +39,14 @@ $PY training/export.py --run /tmp/runs/jointB --vocab $B/corpus/vocab.txt --data
 $PY training/pseudo_label.py --model $B/first --orders $B/corpus/haikou/train.jsonl \
     $B/corpus/haikou/dev.jsonl --map training/maps/haikou_departments.json \
     --out $B/haikou_extra3.jsonl --report $B/haikou_extra_report.json
-OUT=$B/out3 PRETRAIN_S=0 JOBS="jointD" JOINT_ARGS="$J" \
-    ARGS_jointD="--extra-train $B/haikou_extra3.jsonl --vocab $B/corpus/vocab.txt --seed 72 --aug-asr 0.5" \
+#    Three seeds; the shipped one is the best on dev of those that end every scripted call as
+#    written (export each, then `ctest -R ScriptedCalls`): seed 73 in the model card.
+X="--extra-train $B/haikou_extra3.jsonl --vocab $B/corpus/vocab.txt --aug-asr 0.5"
+OUT=$B/out3 PRETRAIN_S=0 JOBS="jointN jointN2 jointN3" JOINT_ARGS="$J $X" \
+    ARGS_jointN="--seed 72" ARGS_jointN2="--seed 73" ARGS_jointN3="--seed 74" \
     bash scripts/device-pretrain.sh
 # 6. Model folders (ONNX with FP16 weights, parity against PyTorch asserted).
 $PY training/export_classifier.py --run /tmp/runs/haikou --vocab $B/corpus/vocab.txt \
     --data $B/corpus/haikou --out models/haikou --name haikou
-$PY training/export.py --run /tmp/runs/jointD --vocab $B/corpus/vocab.txt --data data/hotline \
+$PY training/export.py --run /tmp/runs/jointN2 --vocab $B/corpus/vocab.txt --data data/hotline \
     --out models/default
