@@ -111,6 +111,9 @@ struct DialogConfig {
   std::string session_store = "memory";  // "memory" or "redis://host:port[/db]"
   std::string work_order_db = "var/work_orders.sqlite";
   int idle_timeout_s = 600, max_turns = 20;
+  // Live calls the in-memory session store holds at most; a new call beyond it is refused
+  // (RESOURCE_EXHAUSTED) rather than growing the process without bound.
+  int max_sessions = 100000;
   float min_confidence = 0.5f;     // below: a low-confidence turn (two in a row -> handoff)
   // `min_confidence: model`: take the model folder's calibrated hand-off threshold
   // (model.yaml calibration.handoff_threshold); ApplyModelThreshold sets it once the model is known.

@@ -122,6 +122,7 @@ DialogConfig DialogConfig::Load(const std::string& path) {
   c.session_store = Field<std::string>(root, "session_store", c.session_store, path);
   c.work_order_db = Field<std::string>(root, "work_order_db", c.work_order_db, path);
   c.idle_timeout_s = Field<int>(root, "idle_timeout_s", c.idle_timeout_s, path);
+  c.max_sessions = Field<int>(root, "max_sessions", c.max_sessions, path);
   c.max_turns = Field<int>(root, "max_turns", c.max_turns, path);
   if (root["min_confidence"] && root["min_confidence"].IsScalar() &&
       root["min_confidence"].Scalar() == "model") {
@@ -137,6 +138,7 @@ DialogConfig DialogConfig::Load(const std::string& path) {
     return Error("dialog config '" + path + "': field '" + field + "' " + why);
   };
   if (c.idle_timeout_s <= 0) throw bad("idle_timeout_s", "must be > 0");
+  if (c.max_sessions <= 0) throw bad("max_sessions", "must be > 0");
   if (c.max_turns <= 0) throw bad("max_turns", "must be > 0");
   if (c.unclear_handoff_after <= 0) throw bad("unclear_handoff_after", "must be > 0");
   if (c.duplicate_window_h < 0) throw bad("duplicate_window_h", "must be >= 0 (0: off)");
@@ -153,7 +155,9 @@ DialogConfig DialogConfig::Load(const std::string& path) {
 
 std::unique_ptr<SessionStore> NewSessionStore(const DialogConfig& config) {
   const auto idle = std::chrono::seconds(config.idle_timeout_s);
-  if (config.session_store == "memory") return NewMemorySessionStore(idle);
+  if (config.session_store == "memory") {
+    return NewMemorySessionStore(idle, nullptr, size_t(config.max_sessions));
+  }
   return NewRedisSessionStore(config.session_store, idle);
 }
 

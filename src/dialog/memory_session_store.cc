@@ -1,6 +1,8 @@
 #include <map>
 #include <mutex>
+#include <string>
 
+#include "base/error.h"
 #include "dialog/session_store.h"
 
 namespace hotline::dialog {
@@ -8,16 +10,26 @@ namespace {
 
 class MemorySessionStore : public SessionStore {
  public:
-  MemorySessionStore(std::chrono::seconds idle, SteadyClock clock)
+  MemorySessionStore(std::chrono::seconds idle, SteadyClock clock, size_t max_sessions)
       : idle_(idle),
-        clock_(clock ? std::move(clock) : [] { return std::chrono::steady_clock::now(); }) {}
+        clock_(clock ? std::move(clock) : [] { return std::chrono::steady_clock::now(); }),
+        max_sessions_(max_sessions) {}
 
   void Transact(const std::string& call_id,
                 const std::function<void(std::optional<Session>&)>& fn) override {
     std::shared_ptr<Entry> entry;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      Sweep();
+      Sweep(false);
+      if (entries_.size() >= max_sessions_ && !entries_.count(call_id)) {
+        Sweep(true);  // full: drop what has idled out before refusing
+        if (entries_.size() >= max_sessions_) {
+          throw Error("the session store holds its maximum of " + std::to_string(max_sessions_) +
+                          " live calls (dialog max_sessions); a new call cannot start until "
+                          "one ends or idles out",
+                      Code::kResourceExhausted);
+        }
+      }
       auto& slot = entries_[call_id];
       if (!slot) slot = std::make_shared<Entry>();
       entry = slot;
@@ -55,11 +67,12 @@ class MemorySessionStore : public SessionStore {
     if (entry->users == 0 && !entry->session) entries_.erase(call_id);
   }
 
-  // Drops idle sessions; called with mu_ held. At most every few seconds, so a busy server does
-  // not walk the whole map on every turn.
-  void Sweep() {
+  // Drops idle sessions; called with mu_ held. At most every few seconds (unless `force`), so a
+  // busy server does not walk the whole map on every turn.
+  void Sweep(bool force) {
     const auto now = clock_();
-    if (now - last_sweep_ < std::chrono::seconds(5) && last_sweep_.time_since_epoch().count())
+    if (!force && now - last_sweep_ < std::chrono::seconds(5) &&
+        last_sweep_.time_since_epoch().count())
       return;
     last_sweep_ = now;
     for (auto it = entries_.begin(); it != entries_.end();) {
@@ -76,6 +89,7 @@ class MemorySessionStore : public SessionStore {
 
   const std::chrono::seconds idle_;
   const SteadyClock clock_;
+  const size_t max_sessions_;
   std::mutex mu_;  // guards entries_, Entry::users, last_sweep_
   std::map<std::string, std::shared_ptr<Entry>> entries_;
   std::chrono::steady_clock::time_point last_sweep_{};
@@ -84,8 +98,8 @@ class MemorySessionStore : public SessionStore {
 }  // namespace
 
 std::unique_ptr<SessionStore> NewMemorySessionStore(std::chrono::seconds idle_timeout,
-                                                    SteadyClock clock) {
-  return std::make_unique<MemorySessionStore>(idle_timeout, std::move(clock));
+                                                    SteadyClock clock, size_t max_sessions) {
+  return std::make_unique<MemorySessionStore>(idle_timeout, std::move(clock), max_sessions);
 }
 
 }  // namespace hotline::dialog

@@ -29,8 +29,11 @@ class SessionStore {
 using SteadyClock = std::function<std::chrono::steady_clock::time_point()>;
 
 // In-process store. `clock` defaults to steady_clock::now (tests pass their own).
+// At most `max_sessions` calls are held; a turn of a further call throws Error
+// (RESOURCE_EXHAUSTED) once idle sessions have been swept and none is free.
 std::unique_ptr<SessionStore> NewMemorySessionStore(std::chrono::seconds idle_timeout,
-                                                    SteadyClock clock = nullptr);
+                                                    SteadyClock clock = nullptr,
+                                                    size_t max_sessions = 100000);
 
 // "redis://host:port[/db]". Keys: hotline:call:<id> (the session JSON, expiring after the idle
 // timeout) and hotline:lock:<id> (the per-call lock, SET NX PX with a random token, released by a

@@ -540,6 +540,31 @@ TEST_F(PolicyTest, IdleSessionsExpire) {
   EXPECT_EQ(dm->EndCall("idle").turns, 1);
 }
 
+TEST_F(PolicyTest, MemoryStoreRefusesCallsBeyondItsCapUntilOneIdlesOut) {
+  auto now =
+      std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+  auto store = NewMemorySessionStore(std::chrono::seconds(600), [now] { return *now; }, 2);
+  auto dm = NewDialogManager(config_, testing::TheTaxonomy(), std::move(store),
+                             WorkOrderStore::Open(config_.work_order_db));
+  dm->Turn("a", "我家停水了", U("water_outage", 0.9f), Dec1());
+  *now += std::chrono::seconds(300);
+  dm->Turn("b", "我家停电了", U("power_outage", 0.9f), Dec1());
+  // A third live call is refused with a clear error; the two held calls go on.
+  try {
+    dm->Turn("c", "路灯坏了", U("street_light", 0.9f), Dec1());
+    ADD_FAILURE() << "a third call was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kResourceExhausted);
+    EXPECT_NE(std::string(e.what()).find("max_sessions"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(dm->Turn("b", "中山路1号", U("provide_info", 0.9f, {{"address", "中山路1号"}}), Dec1())
+                .action,
+            Action::kConfirm);
+  // Call a idles out (600 s since its last turn): its place goes to the new call.
+  *now += std::chrono::seconds(301);
+  EXPECT_EQ(dm->Turn("c", "路灯坏了", U("street_light", 0.9f), Dec1()).intent, "street_light");
+}
+
 TEST(DialogConfigTest, LoadsTheShippedConfigAndRejectsBadFields) {
   const DialogConfig c = DialogConfig::Load(testing::SourcePath("config/dialog.yaml"));
   EXPECT_EQ(c.session_store, "memory");
@@ -552,7 +577,8 @@ TEST(DialogConfigTest, LoadsTheShippedConfigAndRejectsBadFields) {
   };
   for (const char* bad_text : {"max_turns: 0", "min_confidence: 1.5", "session_store: mongo://x",
                                "idle_timeout_s: abc", "switch_confidence: 0.1",
-                               "unclear_handoff_after: 0", "duplicate_window_h: -1"}) {
+                               "unclear_handoff_after: 0", "duplicate_window_h: -1",
+                               "max_sessions: 0"}) {
     const std::string bad(bad_text);
     try {
       load_with(bad);
