@@ -23,7 +23,6 @@ import copy
 import gzip
 import hashlib
 import json
-import math
 import os
 import random
 import sys
@@ -225,17 +224,9 @@ class Augmenter:
 
     def place(self, ids, tags):
         """Address values replaced by made-up places of other kinds (水库, 菜市场, 赵庄)."""
-        rng, tax = self.rng, self.tax
-        new_ids, new_tags, prev = [], [], 0
-        for s, e, slot in span_pieces(ids, tags, tax):
-            if slot != "address" or rng.random() < 0.5:
-                continue
-            val = rng.choice(self.places)
-            new_ids += ids[prev:s] + val
-            new_tags += tags[prev:s] + [tax.tag_index["B-address"]] + \
-                [tax.tag_index["I-address"]] * (len(val) - 1)
-            prev = e
-        return new_ids + ids[prev:], new_tags + tags[prev:]
+        rng = self.rng
+        return self.respan(ids, tags, lambda old, slot: rng.choice(self.places)
+                           if slot == "address" and rng.random() >= 0.5 else None)
 
     def tail_place(self, ex, ids, tags):
         """A place said as an afterthought at the end (河里漂满了死鱼 清水河), for a call that
@@ -275,27 +266,38 @@ class Augmenter:
                     tags = tags[:t] + [0] * len(piece) + tags[t:]
         return ids, tags
 
-    def novel(self, ids, tags):
-        """Organisation and address values given a made-up stem: the value's first tokens
-        replaced by 1-4 random name or common characters, its tail (店, 有限公司, 小区3幢)
-        kept. Real names are mostly unseen ones (业之峰装饰, 湘味人家), and a model that knows
-        only the training stems cuts them at the first unfamiliar character."""
-        rng, tax = self.rng, self.tax
-        if not self.common:
-            raise ValueError("--aug-novel needs the encoded data's ASR tables: re-encode (--cache)")
+    def respan(self, ids, tags, value):
+        """Each span whose value(ids[s:e], slot) is not None gets those token ids instead,
+        labelled as the same slot; the text around the spans stays as it is."""
+        tax = self.tax
         new_ids, new_tags, prev = [], [], 0
         for s, e, slot in span_pieces(ids, tags, tax):
-            if slot not in NOVEL_SLOTS or e - s < 2 or rng.random() < 0.3:
+            val = value(ids[s:e], slot)
+            if val is None:
                 continue
-            keep = rng.randint(1, min(4, e - s - 1))
-            stem = [rng.choice(self.name_chars if rng.random() < 0.5 else self.common)
-                    for _ in range(rng.randint(1, 4))]
-            val = stem + ids[e - keep:e]
             new_ids += ids[prev:s] + val
             new_tags += tags[prev:s] + [tax.tag_index["B-" + slot]] + \
                 [tax.tag_index["I-" + slot]] * (len(val) - 1)
             prev = e
         return new_ids + ids[prev:], new_tags + tags[prev:]
+
+    def novel(self, ids, tags):
+        """Organisation and address values given a made-up stem: the value's first tokens
+        replaced by 1-4 random name or common characters, its tail (店, 有限公司, 小区3幢)
+        kept. Real names are mostly unseen ones (业之峰装饰, 湘味人家), and a model that knows
+        only the training stems cuts them at the first unfamiliar character."""
+        rng = self.rng
+        if not self.common:
+            raise ValueError("--aug-novel needs the encoded data's ASR tables: re-encode (--cache)")
+
+        def value(old, slot):
+            if slot not in NOVEL_SLOTS or len(old) < 2 or rng.random() < 0.3:
+                return None
+            keep = rng.randint(1, min(4, len(old) - 1))
+            stem = [rng.choice(self.name_chars if rng.random() < 0.5 else self.common)
+                    for _ in range(rng.randint(1, 4))]
+            return stem + old[len(old) - keep:]
+        return self.respan(ids, tags, value)
 
     def garbled(self, ex):
         """Noise built from a real example: its tokens shuffled, or random common characters."""
@@ -310,18 +312,11 @@ class Augmenter:
         return ids, [IGNORE] + [0] * len(body) + [IGNORE]
 
     def __call__(self, ex):
-        a, rng, tax = self.args, self.rng, self.tax
+        a, rng = self.args, self.rng
         ids, tags = list(ex["ids"]), list(ex["tags"])
         if a.aug_swap > 0 and rng.random() < a.aug_swap:  # replace slot values by others
-            new_ids, new_tags, prev = [], [], 0
-            for s, e, slot in span_pieces(ids, tags, tax):
-                new_ids += ids[prev:s]
-                new_tags += tags[prev:s]
-                val = rng.choice(self.pool[(ex["intent"], slot)])
-                new_ids += val
-                new_tags += [tax.tag_index["B-" + slot]] + [tax.tag_index["I-" + slot]] * (len(val) - 1)
-                prev = e
-            ids, tags = new_ids + ids[prev:], new_tags + tags[prev:]
+            ids, tags = self.respan(ids, tags,
+                                    lambda old, slot: rng.choice(self.pool[(ex["intent"], slot)]))
         if getattr(a, "aug_novel", 0.0) > 0 and rng.random() < a.aug_novel:
             ids, tags = self.novel(ids, tags)
         if getattr(a, "aug_place", 0.0) > 0 and rng.random() < a.aug_place:

@@ -215,6 +215,26 @@ def test_augmentation_keeps_bio_well_formed(workdir, tax):
     assert changed > 0
 
 
+def augmented_spans(aug, data, tax, reps):
+    """Runs `aug` over the training split `reps` times and checks what every value-replacing
+    augmentation keeps: the same slot types in the same order, well-formed B-/I- tags, and the
+    text between the spans unchanged. Yields (old value ids, new value ids, slot) per span."""
+    for _ in range(reps):
+        for ex in data["splits"]["train"]:
+            ids, tags = aug(ex)
+            old = train.span_pieces(ex["ids"], ex["tags"], tax)
+            new = train.span_pieces(ids, tags, tax)
+            assert [p[2] for p in new] == [p[2] for p in old]
+            bounds_old = [0] + [b for s, e, _ in old for b in (s, e)] + [len(ex["ids"])]
+            bounds_new = [0] + [b for s, e, _ in new for b in (s, e)] + [len(ids)]
+            for k in range(0, len(bounds_old), 2):
+                assert ex["ids"][bounds_old[k]:bounds_old[k + 1]] == ids[bounds_new[k]:bounds_new[k + 1]]
+            for (s0, e0, slot), (s1, e1, _) in zip(old, new):
+                assert tags[s1] == tax.tag_index["B-" + slot]
+                assert all(tags[t] == tax.tag_index["I-" + slot] for t in range(s1 + 1, e1))
+                yield ex["ids"][s0:e0], ids[s1:e1], slot
+
+
 def test_novel_stems_keep_tails_context_and_other_spans(workdir, tax):
     class A:  # argparse-like: only the made-up stems
         aug_swap, aug_drop, aug_filler, aug_novel = 0.0, 0.0, 0.0, 1.0
@@ -222,28 +242,14 @@ def test_novel_stems_keep_tails_context_and_other_spans(workdir, tax):
     aug = train.Augmenter(data, tax, A, random.Random(5))
     stems = set(aug.name_chars) | set(aug.common)
     renamed = 0
-    for _ in range(10):
-        for ex in data["splits"]["train"]:
-            ids, tags = aug(ex)
-            old = train.span_pieces(ex["ids"], ex["tags"], tax)
-            new = train.span_pieces(ids, tags, tax)
-            assert [p[2] for p in new] == [p[2] for p in old]
-            # Outside the spans nothing moves: the text between spans is the same.
-            bounds_old = [0] + [b for s, e, _ in old for b in (s, e)] + [len(ex["ids"])]
-            bounds_new = [0] + [b for s, e, _ in new for b in (s, e)] + [len(ids)]
-            for k in range(0, len(bounds_old), 2):
-                assert ex["ids"][bounds_old[k]:bounds_old[k + 1]] == ids[bounds_new[k]:bounds_new[k + 1]]
-            for (s0, e0, slot), (s1, e1, _) in zip(old, new):
-                a, b = ex["ids"][s0:e0], ids[s1:e1]
-                assert tags[s1] == tax.tag_index["B-" + slot]
-                assert all(tags[t] == tax.tag_index["I-" + slot] for t in range(s1 + 1, e1))
-                if a == b:
-                    continue
-                assert slot in train.NOVEL_SLOTS
-                renamed += 1
-                # A stem of 1-4 name or common characters, then a tail of the old value.
-                assert any(b[-k:] == a[-k:] and 1 <= len(b) - k <= 4 and
-                           set(b[:len(b) - k]) <= stems for k in range(1, len(a))), (a, b)
+    for a, b, slot in augmented_spans(aug, data, tax, 10):
+        if a == b:
+            continue
+        assert slot in train.NOVEL_SLOTS
+        renamed += 1
+        # A stem of 1-4 name or common characters, then a tail of the old value.
+        assert any(b[-k:] == a[-k:] and 1 <= len(b) - k <= 4 and
+                   set(b[:len(b) - k]) <= stems for k in range(1, len(a))), (a, b)
     assert renamed > 0
 
 
@@ -257,16 +263,10 @@ def test_place_augmentation_relabels_only_addresses_and_appends_a_tail(workdir, 
     places = {tuple(p) for p in aug.places}
     assert len(places) > 1000
     replaced = 0
-    for _ in range(10):
-        for ex in data["splits"]["train"]:
-            ids, tags = aug(ex)
-            old = train.span_pieces(ex["ids"], ex["tags"], tax)
-            new = train.span_pieces(ids, tags, tax)
-            assert [p[2] for p in new] == [p[2] for p in old]
-            for (s0, e0, slot), (s1, e1, _) in zip(old, new):
-                if ex["ids"][s0:e0] != ids[s1:e1]:
-                    assert slot == "address" and tuple(ids[s1:e1]) in places
-                    replaced += 1
+    for a, b, slot in augmented_spans(aug, data, tax, 10):
+        if a != b:
+            assert slot == "address" and tuple(b) in places
+            replaced += 1
     assert replaced > 0
 
     A.aug_place, A.aug_tail_place = 0.0, 1.0
